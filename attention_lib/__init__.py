@@ -1,0 +1,33 @@
+"""attention_lib: scaled dot-product attention, to read, to check and to measure.
+
+Two execution paths with one meaning:
+
+- `scaled_dot_product_attention`: the reference path, PyTorch's semantics,
+  the whole score matrix at once.
+- `flash_attention`: the tiled path, FlashAttention's online softmax, one
+  tile of scores at a time.
+
+Every function takes numpy arrays (and returns numpy) or torch tensors (and
+returns torch, on the same device). Importing this package does not import
+torch; torch loads when a tensor arrives or `best_device` is called.
+"""
+
+from .backend import best_device
+from .core import attention_weights, scaled_dot_product_attention
+from .memory import AttentionMemoryError
+from .normalisers import entmax15, softmax, softmax1, sparsemax
+from .tiled import flash_attention
+
+__all__ = [
+    "AttentionMemoryError",
+    "attention_weights",
+    "best_device",
+    "entmax15",
+    "flash_attention",
+    "scaled_dot_product_attention",
+    "softmax",
+    "softmax1",
+    "sparsemax",
+]
+
+__version__ = "0.1.0"

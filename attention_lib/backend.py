@@ -1,0 +1,139 @@
+"""Ground floor: one array namespace for numpy and torch, chosen once per call.
+
+Every function above this layer asks `namespace(...)` for an ``xp`` module and
+writes ``xp.exp``, ``xp.matmul`` and so on, so each idea is written once and
+runs on numpy arrays and on torch tensors (on whatever device they live). The
+namespace comes from `array_api_compat`, which never imports torch itself:
+torch is loaded only when a tensor arrives or a torch path is asked for.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from types import ModuleType
+from typing import Any
+
+import array_api_compat
+from array_api_compat import device as device_of
+from array_api_compat import is_torch_array
+
+__all__ = [
+    "accumulation_dtype",
+    "best_device",
+    "describe",
+    "device_of",
+    "is_torch_array",
+    "namespace",
+    "uniform",
+]
+
+
+def describe(x: Any) -> str:
+    """A short description of an array for error messages: type, shape, dtype."""
+    shape = tuple(getattr(x, "shape", ()))
+    kind = "torch.Tensor" if is_torch_array(x) else type(x).__name__
+    return f"{kind} of shape {shape} and dtype {getattr(x, 'dtype', '?')}"
+
+
+def namespace(*arrays: Any) -> ModuleType:
+    """The array namespace shared by ``arrays`` (``None`` entries are skipped).
+
+    Raises TypeError, naming the inputs, for anything that is not a numpy array
+    or torch tensor, and for a mix of the two.
+    """
+    present = [a for a in arrays if a is not None]
+    for a in present:
+        if not array_api_compat.is_array_api_obj(a) or isinstance(a, (int, float, complex)):
+            raise TypeError(
+                f"expected numpy arrays or torch tensors, got {type(a).__name__}; "
+                "wrap Python lists with numpy.asarray or torch.tensor first"
+            )
+    try:
+        return array_api_compat.array_namespace(*present)
+    except TypeError as err:
+        kinds = ", ".join(describe(a) for a in present)
+        raise TypeError(f"inputs mix array libraries ({kinds}); use one library for all") from err
+
+
+def accumulation_dtype(xp: ModuleType, dtype: Any) -> Any:
+    """The dtype arithmetic is done in: float32 for 16-bit floats, else ``dtype``.
+
+    Half-precision sums of many products lose digits quickly; like PyTorch's
+    fused kernels we accumulate in float32 and round once at the end.
+    """
+    if dtype == xp.float16 or (hasattr(xp, "bfloat16") and dtype == xp.bfloat16):
+        return xp.float32
+    return dtype
+
+
+def require_floating(xp: ModuleType, x: Any, name: str) -> None:
+    """Raise TypeError unless ``x`` holds real floating-point numbers."""
+    if not xp.isdtype(x.dtype, "real floating"):
+        raise TypeError(f"{name} must be a floating-point array, got {describe(x)}")
+
+
+def uniform(xp: ModuleType, shape: tuple[int, ...], like: Any, generator: Any = None) -> Any:
+    """Uniform [0, 1) draws of ``shape`` with ``like``'s dtype and device.
+
+    ``generator`` makes the draw reproducible: an int seed, a
+    ``numpy.random.Generator`` (numpy inputs) or a ``torch.Generator`` (torch
+    inputs, on the tensors' device). ``None`` draws from fresh entropy (numpy)
+    or torch's global generator.
+    """
+    if is_torch_array(like):
+        import torch
+
+        if isinstance(generator, int):
+            generator = torch.Generator(device=like.device).manual_seed(generator)
+        elif generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(
+                f"torch inputs need an int seed or torch.Generator, got {type(generator).__name__}"
+            )
+        return torch.rand(shape, generator=generator, device=like.device, dtype=like.dtype)
+
+    import numpy as np
+
+    if generator is None or isinstance(generator, int):
+        generator = np.random.default_rng(generator)
+    elif not isinstance(generator, np.random.Generator):
+        raise TypeError(
+            "numpy inputs need an int seed or numpy.random.Generator, "
+            f"got {type(generator).__name__}"
+        )
+    return generator.random(shape).astype(like.dtype, copy=False)
+
+
+def best_device() -> Any:
+    """The best torch device present: CUDA, then Apple's MPS, then the CPU.
+
+    Imports torch (the notebooks call this once at the top).
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def torch_loaded() -> bool:
+    """Whether torch has been imported in this process (no import is done)."""
+    return "torch" in sys.modules
+
+
+def itemsize(dtype: Any) -> int:
+    """Bytes per element of a numpy or torch dtype."""
+    size = getattr(dtype, "itemsize", None)
+    if size is None:  # numpy dtype classes such as numpy.float32
+        import numpy as np
+
+        size = np.dtype(dtype).itemsize
+    return int(size)
+
+
+def prod(shape: tuple[int, ...]) -> int:
+    """Product of a shape's sizes (1 for the empty shape)."""
+    return math.prod(int(s) for s in shape)

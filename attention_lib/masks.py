@@ -1,0 +1,64 @@
+"""Masks: which keys each query may look at, applied to the scores before softmax.
+
+Both execution paths call these on a block of scores, the reference path with
+one block that covers everything, the tiled path once per tile, so a mask
+means the same thing on both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .backend import device_of
+
+__all__ = ["apply_mask", "causal_mask"]
+
+
+def causal_mask(
+    xp: Any, rows: tuple[int, int], cols: tuple[int, int], device: Any = None
+) -> Any:
+    """Boolean causal mask for query rows ``[r0, r1)`` and key columns ``[c0, c1)``.
+
+    True where key index <= query index: the lower triangle of
+    ``tril(ones(L, S))`` aligned top-left, as PyTorch defines ``is_causal``
+    (also when L != S). Returns shape (r1 - r0, c1 - c0).
+    """
+    r = xp.arange(rows[0], rows[1], device=device)  # (R,)
+    c = xp.arange(cols[0], cols[1], device=device)  # (C,)
+    return r[:, None] >= c[None, :]  # (R, C)
+
+
+def apply_mask(xp: Any, scores: Any, mask: Any) -> Any:
+    """Scores with ``mask`` applied; ``mask`` broadcasts to ``scores`` (..., l, s).
+
+    A boolean mask keeps True entries and sets False ones to -inf (the key
+    takes no part); a float mask is added, so -inf removes a key and finite
+    values bias it. ``None`` returns ``scores`` unchanged.
+    """
+    if mask is None:
+        return scores
+    if mask.dtype == xp.bool:
+        return xp.where(mask, scores, -xp.inf)  # (..., l, s)
+    return scores + xp.astype(mask, scores.dtype)  # (..., l, s)
+
+
+def mask_tile(
+    xp: Any,
+    mask: Any,
+    is_causal: bool,
+    rows: tuple[int, int],
+    cols: tuple[int, int],
+    like: Any,
+) -> list[Any]:
+    """The masks that apply to the tile of scores ``[rows) x [cols)``.
+
+    ``mask`` is the user's mask already broadcast to (..., L, S) (a view, no
+    copy); only its tile is sliced. The causal mask is built only for tiles
+    that cross the diagonal: tiles wholly below it need none.
+    """
+    parts = []
+    if mask is not None:
+        parts.append(mask[..., rows[0] : rows[1], cols[0] : cols[1]])  # (..., bq, bk)
+    if is_causal and cols[1] - 1 > rows[0]:
+        parts.append(causal_mask(xp, rows, cols, device_of(like)))  # (bq, bk)
+    return parts
