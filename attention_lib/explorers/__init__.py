@@ -1,0 +1,10 @@
+"""Explorers: the slider apps the notebooks display.
+
+Each explorer builds its figure once and, when a control moves, updates the
+artists it drew (``set_data``, ``set_height``...) and asks for a redraw. The
+tests drive the same objects in-process by setting ``control.value``.
+"""
+
+from .base import Explorer
+
+__all__ = ["Explorer"]
