@@ -9,14 +9,18 @@ torch is loaded only when a tensor arrives or a torch path is asked for.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import array_api_compat
 from array_api_compat import device as device_of
 from array_api_compat import is_torch_array
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = [
     "accumulation_dtype",
@@ -25,8 +29,27 @@ __all__ = [
     "device_of",
     "is_torch_array",
     "namespace",
+    "nan_is_expected",
     "uniform",
 ]
+
+
+def nan_is_expected(fn: F) -> F:
+    """Silence numpy's "invalid value" warning inside ``fn``.
+
+    NaN or inf in an input row is documented to make that row NaN (as in
+    PyTorch); numpy would also warn about it, which torch does not. Other
+    floating-point warnings (overflow, divide by zero) still show.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import numpy as np
+
+        with np.errstate(invalid="ignore"):
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 def describe(x: Any) -> str:

@@ -21,8 +21,8 @@ __all__ = [
     "TopWeightRow",
     "format_scaling_tables",
     "hand_checkable_example",
-    "score_spread",
     "scaling_tables",
+    "score_spread",
     "top_weight",
 ]
 
@@ -81,7 +81,9 @@ def top_weight(
         k = rng.normal(size=(trials, keys, d))  # (N, keys, d)
         hot = attention_weights(q, k, scale=1.0)  # (N, 1, keys)
         cool = attention_weights(q, k)  # (N, 1, keys), scale 1/sqrt(d)
-        rows.append(TopWeightRow(d, float(hot.max(axis=-1).mean()), float(cool.max(axis=-1).mean())))
+        rows.append(
+            TopWeightRow(d, float(hot.max(axis=-1).mean()), float(cool.max(axis=-1).mean()))
+        )
     return rows
 
 

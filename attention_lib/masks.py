@@ -14,9 +14,7 @@ from .backend import device_of
 __all__ = ["apply_mask", "causal_mask"]
 
 
-def causal_mask(
-    xp: Any, rows: tuple[int, int], cols: tuple[int, int], device: Any = None
-) -> Any:
+def causal_mask(xp: Any, rows: tuple[int, int], cols: tuple[int, int], device: Any = None) -> Any:
     """Boolean causal mask for query rows ``[r0, r1)`` and key columns ``[c0, c1)``.
 
     True where key index <= query index: the lower triangle of

@@ -1,0 +1,95 @@
+"""The project around the library: pins in one place, import hygiene, typing, README."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+import attention_lib
+
+ROOT = Path(__file__).resolve().parents[1]
+# conda-forge names that differ from PyPI's
+CONDA_NAMES = {"torch": "pytorch"}
+
+
+def pinned(requirement: str) -> tuple[str, str]:
+    name, version = re.match(r"^([A-Za-z0-9_.-]+)==([^;\s]+)", requirement).groups()
+    return CONDA_NAMES.get(name.lower(), name.lower()), version
+
+
+def test_environment_yml_lists_the_same_pins_as_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = project["dependencies"] + [
+        r for extra in project["optional-dependencies"].values() for r in extra
+    ]
+    expected = dict(pinned(r) for r in requirements)
+    listed = dict(
+        pinned(line.strip()[2:])
+        for line in (ROOT / "environment.yml").read_text().splitlines()
+        if re.match(r"^\s+- [A-Za-z0-9_.-]+==", line)
+    )
+    assert listed == expected
+
+
+def test_every_requirement_is_pinned_exactly():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for requirement in project["dependencies"]:
+        assert "==" in requirement, requirement
+    assert "torch==2.13.0" in project["dependencies"]
+
+
+def test_import_does_not_load_torch_or_triton():
+    code = (
+        "import sys, attention_lib, attention_lib.experiments, attention_lib.explorers; "
+        "loaded = [m for m in ('torch', 'triton') if m in sys.modules]; "
+        "assert not loaded, loaded"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_package_is_typed_and_exports_the_contract():
+    assert (Path(attention_lib.__file__).parent / "py.typed").is_file()
+    for name in [
+        "softmax",
+        "attention_weights",
+        "scaled_dot_product_attention",
+        "flash_attention",
+        "sparsemax",
+        "entmax15",
+        "softmax1",
+        "best_device",
+    ]:
+        assert callable(getattr(attention_lib, name)), name
+        assert getattr(attention_lib, name).__doc__, name
+
+
+def test_best_device_names_a_torch_device():
+    import torch
+
+    device = attention_lib.best_device()
+    assert isinstance(device, torch.device)
+    expected = "cuda" if torch.cuda.is_available() else device.type
+    assert device.type == expected and device.type in ("cuda", "mps", "cpu")
+    if not torch.cuda.is_available() and not torch.backends.mps.is_available():
+        assert device.type == "cpu"
+
+
+def test_readme_quick_start_is_two_commands():
+    readme = (ROOT / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"^    (make \w+)", quick, flags=re.M)
+    assert commands == ["make lab", "make test"]
+
+
+def test_make_lab_binds_to_localhost_and_keeps_the_token():
+    makefile = (ROOT / "Makefile").read_text()
+    lab = makefile.split("\nlab:", 1)[1].split("\n\n", 1)[0]
+    assert "--ServerApp.ip=127.0.0.1" in lab
+    assert "token=" not in lab.replace(" ", "") and "disable_check_xsrf" not in lab
