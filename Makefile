@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test lint format notebooks clean
+.PHONY: lab test lint format notebooks bench clean bench-latency
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,9 +13,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -e '.[dev,triton]'
 	touch $(STAMP)
 
-# JupyterLab on the notebooks, on localhost only, with token authentication kept.
+# JupyterLab on the notebooks, on localhost only, with token authentication kept
+# (scripts/lab is the one place the command lives; the tests start it too).
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks
+	JUPYTER=$(BIN)/jupyter scripts/lab
+
+# Slider latency in a real browser and in the kernel (p50/p95 per slider); writes
+# benchmarks/results/latency-<machine>.json. Needs Debian's chromium.
+bench-latency: $(STAMP)
+	$(BIN)/python benchmarks/latency.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -27,6 +33,11 @@ test: lint
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+# Every attention path side by side; results land in benchmarks/results/<machine>/.
+# BENCH_ARGS="--quick" for a short try.
+bench: $(STAMP)
+	$(BIN)/python -m attention_lib.bench $(BENCH_ARGS)
 
 # Re-execute every notebook in place, storing fresh outputs (then commit them).
 notebooks: $(STAMP)

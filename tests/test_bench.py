@@ -1,0 +1,64 @@
+"""The benchmark harness: its arithmetic, its records and its refusals (no timing asserted)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from attention_lib import bench
+
+
+def test_flops_follow_flashattentions_count():
+    case = bench.Case("torch SDPA", length=1024, width=64, causal=False, batch_heads=8)
+    assert case.flops == 4 * 8 * 1024 * 1024 * 64
+    assert bench.Case("torch SDPA", 1024, 64, True, 8).flops == case.flops / 2
+
+
+def test_fit_exponent_recovers_a_power_law():
+    lengths = [256, 512, 1024, 2048, 4096]
+    assert bench.fit_exponent(lengths, [3e-9 * n**2 for n in lengths]) == pytest.approx(2.0)
+    # only the largest points count: a fixed cost at small sizes does not bend the fit
+    with_overhead = [1.0 + 1e-6 * n**2 if n < 1024 else 1e-6 * n**2 for n in lengths]
+    assert bench.fit_exponent(lengths, with_overhead) == pytest.approx(2.0)
+    assert bench.fit_exponent([256], [1.0]) is None
+    assert bench.fit_exponent([256, 512], [None, 0.0]) is None
+
+
+def test_a_small_sweep_writes_json_csv_and_plots(tmp_path):
+    args = bench.parse(
+        ["--lengths", "32", "64", "--widths", "16", "--paths", "numpy reference",
+         "torch SDPA", "torch tiled", "--repeats", "2", "--min-seconds", "0.01",
+         "--out", str(tmp_path), "--device", "cpu", "--matmul-size", "128"]
+    )  # fmt: skip
+    suite = bench.run_suite(args)
+    out = bench.write(suite, tmp_path)
+    table = json.loads((out / "results.json").read_text())
+    assert {r["status"] for r in table["results"]} == {"ok"}
+    assert len(table["results"]) == 2 * 2 * 3  # lengths x causal x paths
+    row = table["results"][0]
+    assert row["gflops"] == pytest.approx(4 * 8 * 32 * 32 * 16 / row["median_s"] / 1e9)
+    assert table["info"]["torch_threads"] >= 1 and table["matmul_gflops"]["torch"] > 0
+    assert (out / "results.csv").read_text().startswith("path,length,width,causal")
+    assert (out / "time_vs_length.png").stat().st_size > 0
+    assert "growth exponent in L, torch tiled" in bench.summary(suite)
+
+
+def test_sizes_that_do_not_fit_are_refused_and_recorded(monkeypatch, tmp_path):
+    monkeypatch.setattr("attention_lib.memory.available_bytes", lambda like: 1024)
+    args = bench.parse(
+        ["--lengths", "32", "64", "--widths", "16", "--paths", "numpy reference",
+         "numpy tiled", "--out", str(tmp_path), "--device", "cpu", "--repeats", "1",
+         "--matmul-size", "128"]
+    )  # fmt: skip
+    results = {(r.case.path, r.case.length): r for r in bench.run_suite(args)["results"]}
+    refused = results[("numpy reference", 32)]
+    assert refused.status == "refused" and "flash_attention" in refused.note
+    assert results[("numpy reference", 64)].note == "a shorter length was already refused"
+    assert results[("numpy tiled", 64)].status == "ok"
+
+
+def test_triton_is_skipped_without_a_gpu(tmp_path):
+    runner = bench.Runner("cpu", "float32", repeats=1, min_seconds=0.0)
+    result = runner.measure(bench.Case("triton", 32, 16, False))
+    assert result.status == "skipped" and "CUDA" in result.note
