@@ -93,3 +93,11 @@ def test_make_lab_binds_to_localhost_and_keeps_the_token():
     lab = makefile.split("\nlab:", 1)[1].split("\n\n", 1)[0]
     assert "--ServerApp.ip=127.0.0.1" in lab
     assert "token=" not in lab.replace(" ", "") and "disable_check_xsrf" not in lab
+
+
+def test_readme_example_runs():
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    assert blocks
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {})
