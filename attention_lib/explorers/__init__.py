@@ -6,5 +6,9 @@ tests drive the same objects in-process by setting ``control.value``.
 """
 
 from .base import Explorer
+from .crowded_room import NudgeExplorer, SlotsExplorer, ThreeStepsExplorer, VolumeKnobExplorer
+from .scaling import ScalingExplorer
 
 __all__ = ["Explorer"]
+__all__ += ["ScalingExplorer"]
+__all__ += ["NudgeExplorer", "SlotsExplorer", "ThreeStepsExplorer", "VolumeKnobExplorer"]

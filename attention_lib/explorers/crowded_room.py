@@ -1,0 +1,552 @@
+"""The beginner explorers: a crowded room where friends compete for your attention.
+
+Four slider apps for notebook 01, each an `Explorer` (figure once, artists
+updated when a control moves):
+
+- `VolumeKnobExplorer`: five friends with fixed relevance and the room's
+  volume (a multiplier on their scores); turned down, everyone gets the same
+  share, turned up, one voice takes everything.
+- `ThreeStepsExplorer`: score, turn down, share out and mix for the word
+  "it", with the lesson's numbers (`three_steps`).
+- `SlotsExplorer`: more slots per head make the raw totals spread out and the
+  shares collapse onto one winner, until the fixed division brings them back.
+- `NudgeExplorer`: nudge one score and see how much the shares move in a calm
+  room and in a loud (saturated) one.
+
+The arithmetic is the library's (`softmax`, `attention_weights`); this module
+only chooses the inputs and draws.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import ipywidgets as widgets
+import numpy as np
+
+from ..core import attention_weights
+from ..normalisers import softmax
+from .base import Explorer
+
+__all__ = [
+    "FEATURES",
+    "FRIENDS",
+    "LESSON_HEAD_SLOTS",
+    "LESSON_SCORES",
+    "LESSON_WORDS",
+    "RELEVANCE",
+    "WORD_VALUES",
+    "NudgeExplorer",
+    "SlotsExplorer",
+    "ThreeSteps",
+    "ThreeStepsExplorer",
+    "VolumeKnobExplorer",
+    "changed_hands",
+    "format_three_steps",
+    "learning_signal",
+    "room_shares",
+    "three_steps",
+]
+
+# The room: five friends and how relevant what each is saying is to you.
+FRIENDS = ("Ana", "Ben", "Chloe", "Dev", "Eli")
+RELEVANCE = np.array([2.0, 1.0, 0.5, 0.0, -1.0])  # (5,)
+_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b")
+
+# The lesson's example: the query for "it" scored against four words' keys.
+LESSON_WORDS = ("the", "dog", "barked", "it")
+LESSON_SCORES = np.array([0.1, 4.0, 0.0, 0.2])  # (4,)
+# A head of 8 slots: dividing by sqrt(8) = 2.83 gives the lesson's printed
+# "turned down" row 0.0, 1.4, 0.0, 0.1 and shares 0.14, 0.57, 0.14, 0.15.
+LESSON_HEAD_SLOTS = 8
+# Made-up values (what each word passes on), three readable features each.
+FEATURES = ("animal", "action", "pointer word")
+WORD_VALUES = np.array(
+    [
+        [0.0, 0.0, 1.0],  # the
+        [1.0, 0.1, 0.0],  # dog
+        [0.1, 1.0, 0.0],  # barked
+        [0.2, 0.0, 0.8],  # it
+    ]
+)  # (4 words, 3 features)
+
+_SLOT_CHOICES = tuple(2**i for i in range(9))  # 1, 2, 4, ..., 256
+
+
+def _check_room(relevance: np.ndarray, names: Sequence[str]) -> np.ndarray:
+    """The relevance scores as a 1-d float array, or a ValueError naming the fault."""
+    scores = np.asarray(relevance, dtype=float)
+    if scores.ndim != 1 or scores.size < 2:
+        raise ValueError(
+            f"relevance must be a 1-d list of at least 2 scores, got shape {scores.shape}"
+        )
+    if len(names) != scores.size:
+        raise ValueError(f"got {len(names)} names for {scores.size} relevance scores")
+    if not np.all(np.isfinite(scores)):
+        raise ValueError(f"relevance scores must be finite, got {scores}")
+    return scores
+
+
+def room_shares(relevance: np.ndarray, volume: float) -> np.ndarray:
+    """Shares of attention, ``softmax(volume * relevance)``: shape of ``relevance``, sum 1.
+
+    ``volume`` is a multiplier on every score (the room's master volume): near 0
+    everyone gets the same share, large values hand everything to the top score.
+    Raises ValueError for a negative or non-finite volume.
+    """
+    if not (math.isfinite(volume) and volume >= 0):
+        raise ValueError(f"volume must be a finite number >= 0, got {volume}")
+    return softmax(volume * np.asarray(relevance, dtype=float))  # (n,)
+
+
+@dataclass(frozen=True)
+class ThreeSteps:
+    """Score, turn down, share out, mix: one query's trip through attention.
+
+    ``scores``, ``turned_down`` and ``shares`` have one entry per word;
+    ``values`` is (words, features); ``mixed`` is (features,), the new vector
+    for the query word.
+    """
+
+    words: tuple[str, ...]
+    features: tuple[str, ...]
+    scores: np.ndarray
+    divisor: float
+    turned_down: np.ndarray
+    shares: np.ndarray
+    values: np.ndarray
+    mixed: np.ndarray
+
+
+def three_steps(
+    scores: np.ndarray = LESSON_SCORES,
+    values: np.ndarray = WORD_VALUES,
+    slots: int = LESSON_HEAD_SLOTS,
+    turn_down: bool = True,
+    words: Sequence[str] = LESSON_WORDS,
+    features: Sequence[str] = FEATURES,
+) -> ThreeSteps:
+    """The lesson's three steps for one query whose scores are already known.
+
+    scores (S,) are the query's raw totals against S keys (the words); values
+    (S, F), F features per word. The scores are divided by sqrt(slots) (or by 1
+    with ``turn_down=False``), shared out with `softmax`, and the values mixed
+    in those shares. Raises ValueError for mismatched lengths or fewer than
+    one slot.
+    """
+    scores = np.asarray(scores, dtype=float)  # (S,)
+    values = np.asarray(values, dtype=float)  # (S, F)
+    if scores.ndim != 1 or values.ndim != 2 or values.shape[0] != scores.shape[0]:
+        raise ValueError(
+            f"need scores (S,) and values (S, F) for the same S words, got scores "
+            f"{scores.shape} and values {values.shape}"
+        )
+    if (len(words), len(features)) != values.shape:
+        raise ValueError(
+            f"got {len(words)} words and {len(features)} features for values of shape "
+            f"{values.shape} (words, features)"
+        )
+    if slots < 1:
+        raise ValueError(f"a head needs at least 1 slot, got {slots}")
+    divisor = math.sqrt(slots) if turn_down else 1.0
+    turned_down = scores / divisor  # (S,)
+    shares = softmax(turned_down)  # (S,), sums to 1
+    mixed = shares @ values  # (F,)
+    return ThreeSteps(
+        tuple(words), tuple(features), scores, divisor, turned_down, shares, values, mixed
+    )
+
+
+def _row(xs: np.ndarray, decimals: int) -> str:
+    return "[ " + ",  ".join(f"{x:.{decimals}f}" for x in xs) + " ]"
+
+
+def format_three_steps(steps: ThreeSteps) -> str:
+    """The three steps laid out as the lesson draws them, rounded as it prints them."""
+    mixed = ", ".join(
+        f"{name} {x:.2f}" for name, x in zip(steps.features, steps.mixed, strict=True)
+    )
+    rows = [
+        ("the words", ", ".join(steps.words)),
+        ('score "it" against each', _row(steps.scores, 1)),
+        (f"turn down (÷ {steps.divisor:.2f})", _row(steps.turned_down, 1)),
+        ("share out", f"{_row(steps.shares, 2)}   (adds up to {steps.shares.sum():.2f})"),
+        ('mix into a new "it"', mixed),
+    ]
+    return "\n".join(f"{label + ':':<26} {text}" for label, text in rows)
+
+
+def changed_hands(before: np.ndarray, after: np.ndarray) -> float:
+    """How much attention moved between two share rows: half the total absolute change.
+
+    0 when nothing moved, 1 when all of it went to someone else.
+    """
+    return float(0.5 * np.abs(np.asarray(after) - np.asarray(before)).sum())
+
+
+def learning_signal(shares: np.ndarray) -> float:
+    """Size (Frobenius norm) of the softmax Jacobian ``diag(p) - p p^T`` at shares p (n,).
+
+    How strongly the shares respond to any small nudge of the scores; it tends
+    to 0 as the shares approach one winner.
+    """
+    p = np.asarray(shares, dtype=float)  # (n,)
+    jacobian = np.diag(p) - np.outer(p, p)  # (n, n)
+    return float(np.linalg.norm(jacobian))
+
+
+def _percent(x: float) -> str:
+    """A share as a percentage a reader can compare, small ones included."""
+    if x >= 0.095:
+        return f"{x:.0%}"
+    if x >= 0.001:
+        return f"{x:.1%}"
+    if x >= 1e-5:
+        return f"{x * 100:.1g}%"
+    return "<0.001%"
+
+
+class VolumeKnobExplorer(Explorer):
+    """Five friends with fixed relevance and one slider: the room's volume.
+
+    The shares are ``room_shares(relevance, volume)``; the bars always add up
+    to one. Attributes after each update: ``shares`` (n,) and ``bars``.
+    """
+
+    def __init__(self, relevance: np.ndarray = RELEVANCE, names: Sequence[str] = FRIENDS) -> None:
+        self.relevance = _check_room(relevance, names)
+        self.names = tuple(names)
+        n = len(self.names)
+        fig = self._make_figure(figsize=(8, 4.2), layout="constrained")
+        self.ax = ax = fig.add_subplot()
+        labels = [
+            f"{name}\n(relevance {r:+.1f})"
+            for name, r in zip(self.names, self.relevance, strict=True)
+        ]
+        colours = [_COLOURS[i % len(_COLOURS)] for i in range(n)]
+        self.bars = ax.bar(labels, np.full(n, 1 / n), color=colours)
+        self.labels = [ax.text(i, 0, "", ha="center", va="bottom") for i in range(n)]
+        ax.axhline(1 / n, color="grey", ls="--", lw=1, label=f"equal share (1/{n})")
+        ax.set_ylim(0, 1.12)
+        ax.set_ylabel("share of your attention")
+        ax.set_xlabel("friend (how relevant what they say is to you)")
+        ax.legend(loc="upper right")
+        fig.suptitle("Volume down: everyone gets the same share. Up: one voice takes it all.")
+
+        self.volume = widgets.FloatLogSlider(
+            value=1.0,
+            base=10,
+            min=-2,
+            max=2,
+            step=0.05,
+            description="room volume",
+            readout_format=".2f",
+            style={"description_width": "initial"},
+            layout={"width": "420px"},
+        )
+        self._watch(self.volume)
+        self.update()
+
+    def update(self) -> None:
+        self.shares = room_shares(self.relevance, self.volume.value)  # (n,)
+        for bar, label, share in zip(self.bars, self.labels, self.shares, strict=True):
+            bar.set_height(share)
+            label.set_position((bar.get_x() + bar.get_width() / 2, share + 0.01))
+            label.set_text(_percent(share))
+        top = int(np.argmax(self.shares))
+        self.ax.set_title(
+            f"volume ×{self.volume.value:.2f}: {self.names[top]} gets "
+            f"{_percent(self.shares[top])} of your attention"
+        )
+
+
+class ThreeStepsExplorer(Explorer):
+    """The three steps for "it" with the lesson's numbers, and a switch for step two.
+
+    Four panels: the raw scores, the scores turned down (divided by sqrt(8)),
+    the shares, and the mixed result next to "it" on its own. The checkbox
+    ``turn_down`` switches the division off to show what the shares become
+    without it. ``steps`` holds the current `ThreeSteps`.
+    """
+
+    def __init__(self) -> None:
+        fig = self._make_figure(figsize=(9, 6.2), layout="constrained")
+        axes = fig.subplots(2, 2)
+        self.axes = axes
+        self.steps = three_steps()
+        words = list(self.steps.words)
+        grey = "#7f7f7f"
+        colours = [_COLOURS[1] if w == "dog" else grey for w in words]
+
+        ax = axes[0, 0]
+        ax.set_ylim(0, 4.8)
+        self.score_bars = ax.bar(words, self.steps.scores, color=colours)
+        self._label_bars(ax, self.score_bars, self.steps.scores, 1)
+        ax.set_title('1. score: how well "it" matches each word')
+        ax.set_ylabel("raw score")
+        ax.set_xlabel("word in the sentence")
+
+        ax = axes[0, 1]
+        ax.set_ylim(0, 4.8)
+        self.down_bars = ax.bar(words, self.steps.turned_down, color=colours)
+        self.down_labels = self._label_bars(ax, self.down_bars, self.steps.turned_down, 1)
+        ax.set_ylabel("score after turning down")
+        ax.set_xlabel("word in the sentence")
+
+        ax = axes[1, 0]
+        ax.set_ylim(0, 1.12)
+        self.share_bars = ax.bar(words, self.steps.shares, color=colours)
+        self.share_labels = self._label_bars(ax, self.share_bars, self.steps.shares, 2)
+        ax.set_ylabel("share of attention")
+        ax.set_xlabel("word in the sentence")
+
+        ax = axes[1, 1]
+        x = np.arange(len(self.steps.features))  # (F,)
+        width = 0.27
+        it_alone = self.steps.values[words.index("it")]  # (F,)
+        dog = self.steps.values[words.index("dog")]  # (F,)
+        ax.bar(x - width, it_alone, width, color=grey, label='"it" on its own')
+        self.mix_bars = ax.bar(
+            x, self.steps.mixed, width, color=_COLOURS[0], label='"it" after mixing'
+        )
+        ax.bar(x + width, dog, width, color=_COLOURS[1], alpha=0.45, label='"dog", for comparison')
+        ax.set_xticks(x, self.steps.features)
+        ax.set_ylim(0, 1.25)
+        ax.set_ylabel("amount of each feature")
+        ax.set_xlabel("made-up features, for illustration")
+        ax.legend(loc="upper right", fontsize="small", ncols=1)
+        ax.set_title('4. mix: the new "it" leans towards "dog"')
+        fig.suptitle('The three steps for the word "it" ("the dog barked ... it")')
+
+        self.turn_down = widgets.Checkbox(
+            value=True,
+            description="turn the volume down (step 2)",
+            style={"description_width": "initial"},
+        )
+        self._watch(self.turn_down)
+        self.update()
+
+    @staticmethod
+    def _label_bars(ax, bars, heights: np.ndarray, decimals: int) -> list:
+        return [
+            ax.text(
+                bar.get_x() + bar.get_width() / 2,
+                h + 0.01 * ax.get_ylim()[1],
+                f"{h:.{decimals}f}",
+                ha="center",
+                va="bottom",
+            )
+            for bar, h in zip(bars, heights, strict=True)
+        ]
+
+    def update(self) -> None:
+        self.steps = steps = three_steps(turn_down=self.turn_down.value)
+        for bars, labels, heights, decimals in (
+            (self.down_bars, self.down_labels, steps.turned_down, 1),
+            (self.share_bars, self.share_labels, steps.shares, 2),
+        ):
+            top = bars[0].axes.get_ylim()[1]
+            for bar, label, h in zip(bars, labels, heights, strict=True):
+                bar.set_height(h)
+                label.set_text(f"{h:.{decimals}f}")
+                label.set_y(h + 0.01 * top)
+        for bar, h in zip(self.mix_bars, steps.mixed, strict=True):
+            bar.set_height(h)
+        if self.turn_down.value:
+            self.axes[0, 1].set_title(f"2. turn down: every score ÷ {steps.divisor:.2f}")
+        else:
+            self.axes[0, 1].set_title("2. turn down: off, scores unchanged")
+        self.axes[1, 0].set_title(
+            f"3. share out: adds up to {steps.shares.sum():.2f}, "
+            f'"dog" gets {steps.shares[list(steps.words).index("dog")]:.0%}'
+        )
+
+
+class SlotsExplorer(Explorer):
+    """Why the knob is needed: the number of slots per head, and the fixed division.
+
+    Random (seeded) queries and keys of width ``slots``: the left panel is the
+    histogram of the raw totals q·k for ``pairs`` query–key pairs, the right
+    panel the average share of the loudest, second loudest ... of ``keys``
+    voices over ``trials`` rooms. ``slots`` is a slider (1 to 256, powers of
+    two); ``divide`` applies the fixed division by sqrt(slots). Attributes
+    after each update: ``spread`` (standard deviation of the totals shown) and
+    ``ranked_shares`` (keys,), biggest first.
+    """
+
+    BIN_EDGES = np.arange(-64.0, 64.1, 2.0)  # (65,), totals beyond ±64 counted in the end bins
+
+    def __init__(self, seed: int = 0, pairs: int = 2000, trials: int = 1000, keys: int = 6) -> None:
+        if pairs < 2 or trials < 1 or keys < 2:
+            raise ValueError(
+                f"need pairs >= 2, trials >= 1, keys >= 2; got {pairs}, {trials}, {keys}"
+            )
+        rng = np.random.default_rng(seed)
+        widest = _SLOT_CHOICES[-1]
+        # One draw at the widest head; a head with d slots uses the first d of them,
+        # so moving the slider adds slots to the same queries and keys.
+        self._q_pairs = rng.normal(size=(pairs, widest))  # (N, 256)
+        self._k_pairs = rng.normal(size=(pairs, widest))  # (N, 256)
+        self._q_rooms = rng.normal(size=(trials, 1, widest))  # (T, 1, 256)
+        self._k_rooms = rng.normal(size=(trials, keys, widest))  # (T, keys, 256)
+        self.keys = keys
+
+        fig = self._make_figure(figsize=(9, 4.2), layout="constrained")
+        self.ax_hist, self.ax_share = fig.subplots(1, 2, width_ratios=(1.25, 1))
+        ax = self.ax_hist
+        centres = (self.BIN_EDGES[:-1] + self.BIN_EDGES[1:]) / 2  # (64,)
+        self.hist_bars = ax.bar(centres, np.zeros_like(centres), width=2.0, color=_COLOURS[0])
+        self.spread_lines = [ax.axvline(0, color="black", ls="--", lw=1) for _ in range(2)]
+        self.spread_lines[0].set_label("typical size (± one standard deviation)")
+        ax.set_xlim(self.BIN_EDGES[0], self.BIN_EDGES[-1])
+        ax.set_ylim(0, 0.6)
+        ax.set_xlabel("total for one query–key pair")
+        ax.set_ylabel(f"fraction of {pairs} pairs")
+        ax.legend(loc="upper right", fontsize="small")
+
+        ax = self.ax_share
+        ranks = [["loudest", "2nd", "3rd"][i] if i < 3 else f"{i + 1}th" for i in range(keys)]
+        self.share_bars = ax.bar(ranks, np.full(keys, 1 / keys), color=_COLOURS[1])
+        self.top_label = ax.text(0, 0, "", ha="center", va="bottom")
+        ax.axhline(1 / keys, color="grey", ls="--", lw=1, label=f"equal share (1/{keys})")
+        ax.set_ylim(0, 1.1)
+        ax.set_xlabel(f"voices in a room of {keys}, loudest first")
+        ax.set_ylabel(f"average share over {trials} rooms")
+        ax.legend(loc="upper right", fontsize="small")
+
+        self.slots = widgets.SelectionSlider(
+            options=list(_SLOT_CHOICES),
+            value=LESSON_HEAD_SLOTS,
+            description="slots per head",
+            style={"description_width": "initial"},
+            layout={"width": "380px"},
+        )
+        self.divide = widgets.Checkbox(
+            value=False,
+            description="apply the fixed division (turn the volume down)",
+            style={"description_width": "initial"},
+        )
+        self._watch(self.slots, self.divide)
+        self.update()
+
+    def update(self) -> None:
+        d = int(self.slots.value)
+        divisor = math.sqrt(d) if self.divide.value else 1.0
+        totals = np.sum(self._q_pairs[:, :d] * self._k_pairs[:, :d], axis=-1) / divisor  # (N,)
+        self.spread = float(totals.std())
+        clipped = np.clip(totals, self.BIN_EDGES[0] + 1e-9, self.BIN_EDGES[-1] - 1e-9)  # (N,)
+        counts, _ = np.histogram(clipped, bins=self.BIN_EDGES)  # (64,)
+        for bar, fraction in zip(self.hist_bars, counts / totals.size, strict=True):
+            bar.set_height(fraction)
+        for line, x in zip(self.spread_lines, (-self.spread, self.spread), strict=True):
+            line.set_xdata([x, x])
+
+        q, k = self._q_rooms[..., :d], self._k_rooms[..., :d]  # (T, 1, d), (T, keys, d)
+        weights = attention_weights(q, k, scale=1.0 / divisor)  # (T, 1, keys)
+        ranked = -np.sort(-weights[:, 0, :], axis=-1)  # (T, keys), biggest first
+        self.ranked_shares = ranked.mean(axis=0)  # (keys,)
+        for bar, share in zip(self.share_bars, self.ranked_shares, strict=True):
+            bar.set_height(share)
+        top = float(self.ranked_shares[0])
+        self.top_label.set_position((0, top + 0.01))
+        self.top_label.set_text(f"{top:.0%}")
+
+        how = f"divided by {divisor:.1f}" if self.divide.value else "raw, not divided"
+        slots = "1 slot" if d == 1 else f"{d} slots"
+        self.ax_hist.set_title(f"{slots}, {how}: typical size ±{self.spread:.1f}")
+        self.ax_share.set_title(f"the loudest voice gets {top:.0%} on average")
+
+
+class NudgeExplorer(Explorer):
+    """Why winner-takes-all stops learning: nudge one score, compare two rooms.
+
+    The calm room is ``relevance`` at volume 1, the loud room the same friends
+    at volume ``loud`` (its shares are nearly all-or-nothing). A dropdown picks
+    whose score to nudge and a slider sets the nudge. Attributes after each
+    update: ``moved`` = {"calm": ..., "loud": ...}, the attention that changed
+    hands (`changed_hands`), and ``signal``, the `learning_signal` of each room.
+    """
+
+    def __init__(
+        self,
+        relevance: np.ndarray = RELEVANCE,
+        names: Sequence[str] = FRIENDS,
+        loud: float = 10.0,
+    ) -> None:
+        self.relevance = _check_room(relevance, names)
+        if not (math.isfinite(loud) and loud > 1):
+            raise ValueError(f"the loud room's volume must be a finite number > 1, got {loud}")
+        self.names = tuple(names)
+        self.rooms = {"calm": self.relevance, "loud": loud * self.relevance}  # (n,) each
+        self.before = {room: softmax(scores) for room, scores in self.rooms.items()}
+        n = len(self.names)
+
+        fig = self._make_figure(figsize=(9, 4.4), layout="constrained")
+        axes = fig.subplots(1, 3, width_ratios=(1, 1, 0.8))
+        self.room_axes = dict(zip(self.rooms, axes[:2], strict=True))
+        self.after_bars = {}
+        x = np.arange(n)
+        titles = {"calm": "calm room (volume ×1)", "loud": f"loud room (volume ×{loud:g})"}
+        for room, ax in self.room_axes.items():
+            ax.bar(
+                x, self.before[room], 0.8, fill=False, edgecolor="black", ls="--", label="before"
+            )
+            self.after_bars[room] = ax.bar(
+                x, self.before[room], 0.5, color=_COLOURS[0], label="after the nudge"
+            )
+            ax.set_xticks(x, self.names)
+            ax.set_ylim(0, 1.15)
+            ax.set_ylabel("share of attention")
+            ax.set_xlabel("friend")
+            ax.set_title(titles[room])
+            ax.legend(loc="upper right", fontsize="small")
+        self.ax_moved = ax = axes[2]
+        self.moved_bars = ax.bar(list(self.rooms), [0, 0], color=[_COLOURS[2], _COLOURS[3]])
+        self.moved_labels = [ax.text(i, 0, "", ha="center", va="bottom") for i in range(2)]
+        ax.set_ylim(0, 0.5)
+        ax.set_ylabel("attention that changed hands")
+        ax.set_xlabel("room")
+        ax.set_title("how much moved")
+        fig.suptitle("The same nudge moves the calm room's shares; the loud room barely notices")
+
+        self.who = widgets.Dropdown(
+            options=list(self.names),
+            value=self.names[1],
+            description="nudge the score of",
+            style={"description_width": "initial"},
+            layout={"width": "220px"},
+        )
+        self.nudge = widgets.FloatSlider(
+            value=0.5,
+            min=-1.0,
+            max=1.0,
+            step=0.05,
+            description="by",
+            readout_format="+.2f",
+            layout={"width": "360px"},
+        )
+        self._watch(self.who, self.nudge)
+        self.update()
+
+    def update(self) -> None:
+        i = self.names.index(self.who.value)
+        self.after = {}
+        self.moved = {}
+        self.signal = {}
+        for room, scores in self.rooms.items():
+            nudged = scores.copy()  # (n,)
+            nudged[i] += self.nudge.value
+            self.after[room] = after = softmax(nudged)  # (n,)
+            self.moved[room] = changed_hands(self.before[room], after)
+            self.signal[room] = learning_signal(after)
+            for bar, share in zip(self.after_bars[room], after, strict=True):
+                bar.set_height(share)
+        for bar, label, room in zip(self.moved_bars, self.moved_labels, self.rooms, strict=True):
+            bar.set_height(self.moved[room])
+            label.set_position((bar.get_x() + bar.get_width() / 2, self.moved[room] + 0.01))
+            label.set_text(_percent(self.moved[room]))
+        self.ax_moved.set_title(
+            f"nudge {self.who.value} by {self.nudge.value:+.2f}:\nhow much moved"
+        )

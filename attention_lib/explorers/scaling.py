@@ -1,0 +1,206 @@
+"""The developer's scaling explorer: head width and scale rule against the weights.
+
+Move the head width d from 1 to 1024 and pick how the logits are scaled; four
+panels redraw: the histogram of the scaled logits, one query's weights over
+six keys, and the mean top weight and mean entropy against d with the
+current point marked. The raw logits for every width are drawn once
+(`attention_lib.scaling_stats.sweep_widths`); an update only rescales them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import ipywidgets as widgets
+import numpy as np
+from matplotlib.ticker import MaxNLocator
+
+from ..normalisers import softmax
+from ..scaling_stats import POWER_OF_TWO_WIDTHS, WeightStats, scale_for, sweep_widths
+from .base import Explorer
+
+__all__ = ["ScalingExplorer"]
+
+_RULE_LABELS = (("none", "none"), ("1/√d", "1/sqrt(d)"), ("1/d", "1/d"), ("custom c", "custom"))
+
+_HEADLINES = {
+    "none": "No scaling: the logits spread like √d, so wider heads hand one key nearly everything",
+    "1/sqrt(d)": "Scaled by 1/√d: the spread stays near 1 and the weights look alike at all widths",
+    "1/d": "Scaled by 1/d: over-divided, the logits shrink and the weights flatten toward 1/6",
+    "custom": "A fixed multiplier c: it moves the curves but cannot stop them changing with d",
+}
+
+_BINS = 40
+_TAIL = 0.995  # the histogram's range covers this share of the logits, symmetrically
+
+
+class ScalingExplorer(Explorer):
+    """Head width, scale rule and multiplier against the shape of the attention weights.
+
+    Controls: ``width`` (SelectionSlider over 1, 2, 4, ..., 1024), ``rule``
+    (ToggleButtons: ``"none"``, ``"1/sqrt(d)"``, ``"1/d"``, ``"custom"``) and
+    ``multiplier`` (FloatLogSlider, 0.001 to 100; used by ``"custom"``, where
+    the logits are multiplied by it at every width).
+
+    ``trials`` random queries, each against ``keys`` random keys, are drawn per
+    width from ``seed``; ``example`` picks the query whose weights are drawn.
+
+    Artists the tests read: ``hist_bars`` (the logit histogram), ``key_bars``
+    (one query's weights), ``top_line``/``top_marker`` and
+    ``entropy_line``/``entropy_marker`` (the curves against d and the current
+    point).
+    """
+
+    def __init__(
+        self, trials: int = 2_000, keys: int = 6, seed: int = 0, width: int = 64, example: int = 1
+    ) -> None:
+        self.sweep = sweep_widths(POWER_OF_TWO_WIDTHS, trials=trials, keys=keys, seed=seed)
+        self.keys = keys
+        self.example = example  # which trial's query the weights panel shows
+        widths = np.array(self.sweep.widths)
+
+        fig = self._make_figure(figsize=(9, 6.6))
+        # a fixed layout: recomputing a constrained layout on every redraw would double its cost
+        grid = {
+            "left": 0.08,
+            "right": 0.98,
+            "top": 0.9,
+            "bottom": 0.15,
+            "hspace": 0.5,
+            "wspace": 0.25,
+        }
+        ax_hist, ax_keys, ax_top, ax_ent = fig.subplots(2, 2, gridspec_kw=grid).ravel()
+        self.axes = (ax_hist, ax_keys, ax_top, ax_ent)
+
+        # histogram: a fixed set of bars whose positions and heights move
+        self.hist_bars = ax_hist.bar(
+            np.arange(_BINS), np.zeros(_BINS), width=1.0, align="edge", color="tab:blue"
+        )
+        ax_hist.axvspan(-1, 1, color="tab:green", alpha=0.15, zorder=0, label="|logit| ≤ 1")
+        ax_hist.xaxis.set_major_locator(MaxNLocator(nbins=6, symmetric=True))
+        ax_hist.set_xlabel("scaled logit  (q·k × scale)")
+        ax_hist.set_ylabel("share of logits per bin")
+        ax_hist.legend(loc="upper right", fontsize=8)
+
+        # one example query's weights over the keys
+        self.key_bars = ax_keys.bar(np.arange(1, keys + 1), np.zeros(keys), color="tab:orange")
+        ax_keys.axhline(1 / keys, color="gray", ls="--", lw=1, label=f"uniform 1/{keys}")
+        ax_keys.set_ylim(0, 1.05)
+        ax_keys.set_xticks(np.arange(1, keys + 1))
+        ax_keys.set_xlabel("key")
+        ax_keys.set_ylabel("attention weight")
+        ax_keys.legend(loc="upper right", fontsize=8)
+
+        # mean top weight and mean entropy against d, with the two usual rules for reference
+        references = {"none": self.sweep.stats("none"), "1/sqrt(d)": self.sweep.stats("1/sqrt(d)")}
+        uniform_entropy = math.log(keys)
+        for ax, what in ((ax_top, "top"), (ax_ent, "entropy")):
+            for (rule, stats), style in zip(references.items(), ("--", ":"), strict=True):
+                values = [getattr(s, what) for s in stats]
+                label = "none" if rule == "none" else "1/√d"
+                ax.plot(widths, values, style, color="gray", lw=1.2, label=f"{label} (reference)")
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(widths, [str(d) for d in widths], fontsize=8)
+            ax.set_xlabel("head width d")
+        self.top_line, self.top_marker, self.entropy_line, self.entropy_marker = (
+            ax.plot(widths, np.zeros(len(widths)), style, color="tab:red", lw=2, ms=9, label=label)[
+                0
+            ]
+            for ax, style, label in (
+                (ax_top, "-", "chosen scale"),
+                (ax_top, "o", "current d"),
+                (ax_ent, "-", "chosen scale"),
+                (ax_ent, "o", "current d"),
+            )
+        )
+        ax_top.axhline(1 / keys, color="tab:green", lw=0.8, label=f"uniform (1/{keys}, ln {keys})")
+        ax_top.set_ylim(0, 1.05)
+        ax_top.set_ylabel("mean top weight")
+        ax_top.set_title("mean top weight (1 = one key takes all)", fontsize=10)
+        ax_ent.axhline(uniform_entropy, color="tab:green", lw=0.8)
+        ax_ent.set_ylim(0, uniform_entropy * 1.1)
+        ax_ent.set_ylabel("mean entropy (nats)")
+        ax_ent.set_title("mean entropy (0 = one-hot)", fontsize=10)
+        fig.legend(*ax_top.get_legend_handles_labels(), loc="lower center", ncols=5, fontsize=8)
+
+        self.width = widgets.SelectionSlider(
+            options=[(str(d), d) for d in self.sweep.widths],
+            value=width,
+            description="head width d",
+            continuous_update=True,
+            style={"description_width": "initial"},
+        )
+        self.rule = widgets.ToggleButtons(
+            options=_RULE_LABELS,
+            value="1/sqrt(d)",
+            description="scale",
+            style={"button_width": "68px"},
+        )
+        self.multiplier = widgets.FloatLogSlider(
+            value=1.0, base=10, min=-3, max=2, step=0.1, description="c", readout_format=".3g"
+        )
+        self._watch(self.width, self.rule, self.multiplier)
+        self.update()
+
+    # -- numbers -----------------------------------------------------------------
+    @property
+    def scale(self) -> float:
+        """The number the current width's raw logits are multiplied by."""
+        return scale_for(self.rule.value, self.width.value, self.multiplier.value)
+
+    def current_logits(self) -> np.ndarray:
+        """The scaled logits at the current width, shape (trials, keys)."""
+        return self.sweep.logits[self.width.value] * self.scale  # (N, keys)
+
+    def curve(self) -> list[WeightStats]:
+        """Mean top weight and entropy at every width under the current rule."""
+        return self.sweep.stats(self.rule.value, self.multiplier.value)
+
+    def current_stats(self) -> WeightStats:
+        """Mean top weight and entropy at the current width and rule."""
+        return self.curve()[self.sweep.widths.index(self.width.value)]
+
+    def describe(self) -> str:
+        """One line with the current setting and what it does to the weights."""
+        stats = self.current_stats()
+        return (
+            f"d = {self.width.value}, scale rule {self.rule.value} "
+            f"(logits × {self.scale:.4g}): logit std {self.current_logits().std():.2f}, "
+            f"mean top weight {stats.top:.3f}, mean entropy {stats.entropy:.3f} nats"
+        )
+
+    # -- drawing -----------------------------------------------------------------
+    def update(self) -> None:
+        """Redraw every panel for the current width, rule and multiplier."""
+        self.multiplier.disabled = self.rule.value != "custom"
+        logits = self.current_logits()  # (N, keys)
+        d = self.width.value
+        ax_hist, ax_keys = self.axes[:2]
+
+        # symmetric range that fits the bulk of the logits, whatever their size
+        half = float(np.quantile(np.abs(logits), _TAIL)) * 1.1
+        edges = np.linspace(-half, half, _BINS + 1)  # (BINS + 1,)
+        counts, _ = np.histogram(logits, bins=edges)  # (BINS,)
+        shares = counts / logits.size  # (BINS,)
+        for bar, left, h in zip(self.hist_bars, edges[:-1], shares, strict=True):
+            bar.set_x(left)
+            bar.set_width(edges[1] - edges[0])
+            bar.set_height(h)
+        ax_hist.set_xlim(-half, half)
+        ax_hist.set_ylim(0, shares.max() * 1.15)
+        ax_hist.set_title(f"logits at d = {d}: std {logits.std():#.3g}", fontsize=10)
+
+        weights = softmax(logits[self.example], axis=-1)  # (keys,) one query's weights
+        for bar, w in zip(self.key_bars, weights, strict=True):
+            bar.set_height(w)
+        ax_keys.set_title(
+            f"one query's weights over {self.keys} keys: top {weights.max():.2f}", fontsize=10
+        )
+
+        curve = self.curve()
+        i = self.sweep.widths.index(d)
+        self.top_line.set_ydata([s.top for s in curve])
+        self.top_marker.set_data([d], [curve[i].top])
+        self.entropy_line.set_ydata([s.entropy for s in curve])
+        self.entropy_marker.set_data([d], [curve[i].entropy])
+        self.fig.suptitle(_HEADLINES[self.rule.value], fontsize=11)

@@ -1,0 +1,391 @@
+"""The four common attention mistakes, each run for real and caught by a check.
+
+Every ``run_*`` function makes the mistake on seeded inputs, computes the
+correct version next to it with `attention_lib`, and runs the check that is
+meant to catch it on both. It returns a `MistakeRun`: the numbers worth
+printing, what the check said about the mistaken version (``caught``) and
+whether the correct version passed (``correct_passes``).
+
+The checks (``check_*``) are ordinary development-time assertions: they raise
+`MistakeCaught` (an AssertionError) with a message that says what is wrong and
+what usually causes it, and return None when all is well.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .core import attention_weights, scaled_dot_product_attention
+from .normalisers import softmax
+
+__all__ = [
+    "MistakeCaught",
+    "MistakeRun",
+    "attend_mask_after_softmax",
+    "attend_wrong_axis",
+    "check_no_future_leak",
+    "check_not_saturated",
+    "check_rows_sum_to_one",
+    "check_scale_matches_head_width",
+    "qk_normalised_weights",
+    "run_mask_after_softmax",
+    "run_model_width_scale",
+    "run_scale_as_knob",
+    "run_wrong_axis",
+    "split_heads",
+]
+
+
+class MistakeCaught(AssertionError):
+    """A development check found one of the common mistakes."""
+
+
+@dataclass(frozen=True)
+class MistakeRun:
+    """One mistake made for real, next to the correct version.
+
+    ``numbers`` holds the measurements worth printing (name -> value);
+    ``caught`` is the check's message on the mistaken version (None if the
+    check missed it); ``correct_passes`` is whether the correct version passed.
+    """
+
+    title: str
+    numbers: dict[str, float]
+    caught: str | None
+    correct_passes: bool
+    table: str = ""  # a table to print instead of the numbers one per line
+
+    def __str__(self) -> str:
+        lines = [self.title]
+        if self.table:
+            lines.append(self.table)
+        else:
+            lines += [f"  {name}: {value:.4g}" for name, value in self.numbers.items()]
+        lines.append(f"  check on the mistake: {self.caught or 'NOT caught'}")
+        lines.append(
+            f"  check on the correct version: {'passes' if self.correct_passes else 'FAILS'}"
+        )
+        return "\n".join(lines)
+
+
+def _run_check(check: Callable[[], None]) -> str | None:
+    """The message of the MistakeCaught that ``check`` raises, or None if it passes."""
+    try:
+        check()
+    except MistakeCaught as err:
+        return str(err)
+    return None
+
+
+# -- the checks -------------------------------------------------------------------
+
+
+def check_rows_sum_to_one(weights: np.ndarray, atol: float = 1e-6) -> None:
+    """Each row of ``weights`` (..., L, S) must sum to one over the keys (the last axis).
+
+    Raises MistakeCaught naming the worst row and its sum.
+    """
+    sums = np.sum(weights, axis=-1)  # (..., L)
+    worst = np.unravel_index(np.argmax(np.abs(sums - 1)), sums.shape)
+    where = ", ".join(str(int(i)) for i in worst)
+    if not np.allclose(sums, 1.0, atol=atol):
+        raise MistakeCaught(
+            f"rows of the weights must sum to 1 over the keys, but row {where} sums to "
+            f"{sums[worst]:.4f} (row sums range {sums.min():.4f} to {sums.max():.4f}); softmax "
+            "over the last axis, and mask the scores before the softmax, not the weights after"
+        )
+
+
+def check_scale_matches_head_width(scale: float, query: np.ndarray) -> None:
+    """``scale`` must be 1/sqrt(E), E the width of one head: the query's last dimension.
+
+    ``query`` is the per-head query (..., heads, L, E). Raises MistakeCaught
+    saying which width the scale belongs to instead.
+    """
+    head_width = query.shape[-1]
+    expected = 1.0 / math.sqrt(head_width)
+    if not math.isclose(scale, expected, rel_tol=1e-9):
+        width_used = 1.0 / scale**2 if scale > 0 else math.inf
+        raise MistakeCaught(
+            f"scale {scale:.4g} is 1/sqrt({width_used:.4g}), but one head is {head_width} wide: "
+            f"expected 1/sqrt({head_width}) = {expected:.4g}; the scale is off by a factor of "
+            f"{expected / scale:.3g} (did you use the model width instead of the head width?)"
+        )
+
+
+def check_no_future_leak(
+    attend: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
+    query: np.ndarray,
+    key: np.ndarray,
+    value: np.ndarray,
+    atol: float = 1e-9,
+) -> None:
+    """A causal ``attend(query, key, value)`` must not let the last key change earlier rows.
+
+    Changes the last key and value (the "future" of every query but the last)
+    and compares the outputs of the other rows. Shapes (L, E), (S, E), (S, Ev)
+    with L = S. Raises MistakeCaught with the largest change seen.
+    """
+    before = attend(query, key, value)  # (L, Ev)
+    key2, value2 = key.copy(), value.copy()
+    key2[-1] = key2[-1] * -3.0 + 1.0  # a different last key...
+    value2[-1] = value2[-1] + 5.0  # ...and value
+    after = attend(query, key2, value2)  # (L, Ev)
+    change = float(np.max(np.abs(after[:-1] - before[:-1])))
+    if change > atol:
+        raise MistakeCaught(
+            f"changing the last key moved the outputs of earlier queries by up to {change:.3g}: "
+            "a masked (future) key still influences them; mask the scores with -inf before the "
+            "softmax so masked keys leave the denominator too"
+        )
+
+
+def check_not_saturated(weights: np.ndarray, max_top: float = 0.9) -> None:
+    """The mean largest weight of the rows of ``weights`` (..., L, S) must stay below ``max_top``.
+
+    Near-one-hot rows pass almost no gradient back to the queries and keys.
+    Raises MistakeCaught with the mean top weight.
+    """
+    top = float(np.max(weights, axis=-1).mean())
+    if top > max_top:
+        raise MistakeCaught(
+            f"attention has collapsed onto single keys (mean top weight {top:.3f} > {max_top}); "
+            "if the queries and keys have grown during training, normalise them (QK "
+            "normalisation) instead of tuning the scale"
+        )
+
+
+# -- the wrong functions, as a learner might write them ------------------------------
+
+
+def attend_wrong_axis(
+    query: np.ndarray, key: np.ndarray, value: np.ndarray, mask: np.ndarray | None = None
+) -> np.ndarray:
+    """The mistake: softmax over the queries (axis -2) instead of the keys. (L, E) -> (L, Ev)."""
+    scores = query @ key.swapaxes(-1, -2) / math.sqrt(query.shape[-1])  # (L, S)
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)  # (L, S)
+    return softmax(scores, axis=-2) @ value  # (L, Ev); columns, not rows, sum to one
+
+
+def attend_mask_after_softmax(
+    query: np.ndarray, key: np.ndarray, value: np.ndarray, mask: np.ndarray | None = None
+) -> np.ndarray:
+    """The mistake: zero the masked weights after the softmax. (L, E) -> (L, Ev).
+
+    ``mask`` is boolean (L, S), True where the key takes part (None: no mask).
+    """
+    scores = query @ key.swapaxes(-1, -2) / math.sqrt(query.shape[-1])  # (L, S)
+    weights = softmax(scores, axis=-1)  # (L, S)
+    if mask is not None:
+        weights = weights * mask  # (L, S); rows now sum to less than one
+    return weights @ value  # (L, Ev)
+
+
+# -- 1. the model width instead of the head width -----------------------------------
+
+
+def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:
+    """(L, d_model) -> (n_heads, L, d_model // n_heads): each head's slice of the features.
+
+    Raises ValueError if d_model is not a multiple of n_heads.
+    """
+    length, d_model = x.shape
+    if n_heads < 1 or d_model % n_heads:
+        raise ValueError(f"d_model {d_model} must be a positive multiple of n_heads {n_heads}")
+    return x.reshape(length, n_heads, d_model // n_heads).swapaxes(0, 1)  # (H, L, dh)
+
+
+def run_model_width_scale(
+    d_model: int = 512, n_heads: int = 8, length: int = 16, seed: int = 0
+) -> MistakeRun:
+    """A multi-head layer scaled by 1/sqrt(d_model) instead of 1/sqrt(d_model / n_heads).
+
+    Projections are initialised with standard deviation 1/sqrt(d_model), so
+    the per-head queries and keys have unit-variance entries and correctly
+    scaled logits have a spread near 1. The mistaken scale is sqrt(n_heads)
+    times too small: the spread drops by that factor and the weights flatten.
+    """
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(length, d_model))  # (L, d_model) token features
+    w_q = rng.normal(size=(d_model, d_model)) / math.sqrt(d_model)  # (d_model, d_model)
+    w_k = rng.normal(size=(d_model, d_model)) / math.sqrt(d_model)  # (d_model, d_model)
+    q = split_heads(x @ w_q, n_heads)  # (H, L, dh)
+    k = split_heads(x @ w_k, n_heads)  # (H, L, dh)
+    raw = q @ k.swapaxes(-1, -2)  # (H, L, L)
+    wrong_scale = 1.0 / math.sqrt(d_model)
+    right_scale = 1.0 / math.sqrt(q.shape[-1])
+    wrong = attention_weights(q, k, scale=wrong_scale)  # (H, L, L)
+    right = attention_weights(q, k)  # (H, L, L), scale from the head width
+    numbers = {
+        "head width d_model / n_heads": q.shape[-1],
+        "logit std, 1/sqrt(head width)": float((raw * right_scale).std()),
+        "logit std, 1/sqrt(d_model)": float((raw * wrong_scale).std()),
+        "spread ratio (sqrt(n_heads))": float(
+            (raw * right_scale).std() / (raw * wrong_scale).std()
+        ),
+        "mean top weight, right": float(right.max(axis=-1).mean()),
+        "mean top weight, mistaken": float(wrong.max(axis=-1).mean()),
+    }
+    return MistakeRun(
+        title=f"1. scaled by the model width ({d_model}), not the head width: {n_heads} heads",
+        numbers=numbers,
+        caught=_run_check(lambda: check_scale_matches_head_width(wrong_scale, q)),
+        correct_passes=_run_check(lambda: check_scale_matches_head_width(right_scale, q)) is None,
+    )
+
+
+# -- 2. softmax over the wrong axis -------------------------------------------------
+
+
+def run_wrong_axis(length: int = 5, width: int = 16, seed: int = 0) -> MistakeRun:
+    """Softmax over the queries instead of the keys, on a square (L, L) score matrix.
+
+    The shapes all work, so nothing complains; only the row sums give it away.
+    """
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=(length, width))  # (L, E)
+    k = rng.normal(size=(length, width))  # (L, E)
+    scores = q @ k.T / math.sqrt(width)  # (L, L)
+    wrong = softmax(scores, axis=0)  # (L, L), normalised down each column
+    right = attention_weights(q, k)  # (L, L), normalised along each row
+    sums = wrong.sum(axis=-1)  # (L,)
+    numbers = {
+        "smallest row sum, mistaken": float(sums.min()),
+        "largest row sum, mistaken": float(sums.max()),
+        "largest |column sum - 1|, mistaken": float(np.abs(wrong.sum(axis=0) - 1).max()),
+        "largest |row sum - 1|, right": float(np.abs(right.sum(axis=-1) - 1).max()),
+    }
+    return MistakeRun(
+        title="2. softmax over the query axis instead of the key axis",
+        numbers=numbers,
+        caught=_run_check(lambda: check_rows_sum_to_one(wrong)),
+        correct_passes=_run_check(lambda: check_rows_sum_to_one(right)) is None,
+    )
+
+
+# -- 3. the mask after the softmax ---------------------------------------------------
+
+
+def run_mask_after_softmax(length: int = 6, width: int = 8, seed: int = 0) -> MistakeRun:
+    """A causal mask applied to the weights (zeroing) instead of to the scores.
+
+    Two checks catch it: the rows no longer sum to one, and the masked future
+    keys still move earlier outputs through the softmax's denominator.
+    """
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=(length, width))  # (L, E)
+    k = rng.normal(size=(length, width))  # (L, E)
+    v = rng.normal(size=(length, width))  # (L, E)
+    keep = np.tril(np.ones((length, length), dtype=bool))  # (L, L) causal
+    wrong = softmax(q @ k.T / math.sqrt(width), axis=-1) * keep  # (L, L)
+    right = attention_weights(q, k, is_causal=True)  # (L, L)
+
+    def correct(q_: np.ndarray, k_: np.ndarray, v_: np.ndarray) -> np.ndarray:
+        return scaled_dot_product_attention(q_, k_, v_, is_causal=True)  # (L, E)
+
+    def mistaken(q_: np.ndarray, k_: np.ndarray, v_: np.ndarray) -> np.ndarray:
+        return attend_mask_after_softmax(q_, k_, v_, keep)  # (L, E)
+
+    sums = wrong.sum(axis=-1)  # (L,)
+    out_gap = np.abs(mistaken(q, k, v) - correct(q, k, v))  # (L, E)
+    caught = [
+        _run_check(lambda: check_rows_sum_to_one(wrong)),
+        _run_check(lambda: check_no_future_leak(mistaken, q, k, v)),
+    ]
+    passes = [
+        _run_check(lambda: check_rows_sum_to_one(right)),
+        _run_check(lambda: check_no_future_leak(correct, q, k, v)),
+    ]
+    return MistakeRun(
+        title="3. the causal mask applied to the weights after the softmax",
+        numbers={
+            "row sum of the first query, mistaken": float(sums[0]),
+            "smallest row sum, mistaken": float(sums.min()),
+            "largest output difference from the right answer": float(out_gap.max()),
+        },
+        caught=" | ".join(c for c in caught if c) or None,
+        correct_passes=all(p is None for p in passes),
+    )
+
+
+# -- 4. the scale as a knob to tune ---------------------------------------------------
+
+
+def qk_normalised_weights(
+    query: np.ndarray, key: np.ndarray, temperature: float | None = None
+) -> np.ndarray:
+    """QK normalisation: unit-length queries and keys, logits = temperature × cos(q, k).
+
+    The logits can never leave [-temperature, temperature], however large the
+    raw queries and keys grow. ``temperature`` defaults to sqrt(E); RMS-normalising
+    q and k and then scaling by 1/sqrt(E), as QK-norm layers do, gives the same
+    logits (a learned gain would make it a parameter). Shapes as
+    `attention_weights`; returns (..., L, S).
+    """
+    width = query.shape[-1]
+    temperature = math.sqrt(width) if temperature is None else temperature
+    return attention_weights(_unit_rows(query), _unit_rows(key), scale=temperature)  # (..., L, S)
+
+
+def _unit_rows(x: np.ndarray) -> np.ndarray:
+    """Each row of x (..., n, E) divided by its length."""
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)  # (..., n, E)
+
+
+def run_scale_as_knob(
+    width: int = 64,
+    length: int = 16,
+    growths: Sequence[float] = (1.0, 2.0, 4.0, 8.0),
+    tuned_at: float = 2.0,
+    seed: int = 0,
+) -> MistakeRun:
+    """Queries and keys that grow during training, against a hand-tuned scale and QK norm.
+
+    The same random queries and keys are multiplied by each growth factor g
+    (what drifting projection weights do), so the logits grow like g². A scale
+    tuned to undo the growth seen at ``tuned_at`` only holds there; QK
+    normalisation holds at every g. The check runs at the largest growth.
+    """
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=(length, width))  # (L, E)
+    k = rng.normal(size=(length, width))  # (L, E)
+    standard = 1.0 / math.sqrt(width)
+    tuned = standard / tuned_at**2  # undoes the growth seen at g = tuned_at, and only there
+    numbers: dict[str, float] = {}
+    widths = (14, 10, 10, 12, 14)
+    headers = ("std, 1/sqrt(E)", "std, tuned", "top, tuned", "top, QK norm", "max|logit| QK")
+    rows = [f"{'g':>5} " + " ".join(f"{h:>{w}}" for h, w in zip(headers, widths, strict=True))]
+    for g in growths:
+        qg, kg = g * q, g * k  # (L, E) each, grown
+        raw = qg @ kg.T  # (L, L), grows like g²
+        cos = _unit_rows(qg) @ _unit_rows(kg).T  # (L, L), in [-1, 1] whatever g is
+        row = {
+            "logit std, standard": float((raw * standard).std()),
+            "logit std, tuned": float((raw * tuned).std()),
+            "top weight, tuned": float(attention_weights(qg, kg, scale=tuned).max(axis=-1).mean()),
+            "top weight, QK norm": float(qk_normalised_weights(qg, kg).max(axis=-1).mean()),
+            "max |logit|, QK norm": float(np.abs(cos).max() * math.sqrt(width)),
+        }
+        numbers.update({f"g={g:g}: {name}": value for name, value in row.items()})
+        rows.append(
+            f"{g:>5g} "
+            + " ".join(f"{v:>{w}.3f}" for v, w in zip(row.values(), widths, strict=True))
+        )
+    g = max(growths)
+    tuned_weights = attention_weights(g * q, g * k, scale=tuned)  # (L, L)
+    normalised = qk_normalised_weights(g * q, g * k)  # (L, L)
+    return MistakeRun(
+        title=(
+            f"4. the scale tuned by hand (at growth {tuned_at:g}) instead of QK normalisation "
+            f"(E = {width}, QK-norm logits bounded by sqrt(E) = {math.sqrt(width):.0f})"
+        ),
+        numbers=numbers,
+        caught=_run_check(lambda: check_not_saturated(tuned_weights)),
+        correct_passes=_run_check(lambda: check_not_saturated(normalised)) is None,
+        table="\n".join(rows),
+    )

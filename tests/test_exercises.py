@@ -1,0 +1,212 @@
+"""The exercise checkers accept right answers and name the mistake in wrong ones."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from attention_lib import softmax
+from attention_lib.exercises import (
+    HINT_MASK_AFTER,
+    HINT_MASK_IGNORED,
+    HINT_MASK_INVERTED,
+    HINT_NO_SCALE,
+    HINT_TOO_FLAT_D,
+    HINT_WRONG_AXIS,
+    attention_cases,
+    check_attention,
+    check_scale_rule,
+)
+from attention_lib.mistakes import attend_mask_after_softmax, attend_wrong_axis
+
+pytestmark = pytest.mark.filterwarnings("error")
+
+
+# a learner's attention functions, right and wrong, written the way a learner would
+def right(q, k, v, mask=None):
+    scores = q @ k.T / math.sqrt(q.shape[-1])  # (L, S)
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    return softmax(scores, axis=-1) @ v  # (L, dv)
+
+
+def right_no_mask(q, k, v):
+    return softmax(q @ k.T / math.sqrt(q.shape[-1])) @ v
+
+
+def divide_by_d(q, k, v):
+    return softmax(q @ k.T / q.shape[-1]) @ v
+
+
+def no_scale(q, k, v, mask=None):
+    scores = q @ k.T
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    return softmax(scores) @ v
+
+
+def half_scale(q, k, v):
+    return softmax(q @ k.T / (2 * math.sqrt(q.shape[-1]))) @ v
+
+
+def double_scale(q, k, v):
+    return softmax(2 * q @ k.T / math.sqrt(q.shape[-1])) @ v
+
+
+def ignores_mask(q, k, v, mask):
+    return right(q, k, v)
+
+
+def inverted_mask(q, k, v, mask=None):
+    return right(q, k, v, None if mask is None else ~mask)
+
+
+def off_by_a_bit(q, k, v):
+    return right(q, k, v) + 0.01
+
+
+def transposed_weights(q, k, v):
+    return softmax(q @ k.T / math.sqrt(q.shape[-1])).T @ v
+
+
+def returns_weights(q, k, v):
+    return softmax(q @ k.T / math.sqrt(q.shape[-1]))
+
+
+def naive_exp(q, k, v):
+    e = np.exp(1e3 * q @ k.T)  # overflows to inf
+    return (e / e.sum(-1, keepdims=True)) @ v
+
+
+def test_a_correct_function_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    report = check_attention(right)
+    assert report.passed and report.hint == "" and report.cause == ""
+    assert len(report.cases) == 5 and all(c.max_abs_error < 1e-12 for c in report.cases)
+    assert capsys.readouterr().out.startswith(
+        "All 5 cases agree with attention_lib.scaled_dot_product_attention."
+    )
+
+
+def test_a_function_without_mask_runs_the_plain_cases() -> None:
+    report = check_attention(right_no_mask, verbose=False)
+    assert report.passed and len(report.cases) == 3
+    assert report.notes == (
+        "your function takes no mask argument, so the masked cases were skipped",
+    )
+
+
+@pytest.mark.parametrize(
+    ("fn", "cause", "hint"),
+    [
+        (divide_by_d, "1/d", HINT_TOO_FLAT_D),
+        (no_scale, "no scale", HINT_NO_SCALE),
+        (attend_wrong_axis, "wrong axis", HINT_WRONG_AXIS),
+        (attend_mask_after_softmax, "mask after softmax", HINT_MASK_AFTER),
+        (ignores_mask, "mask ignored", HINT_MASK_IGNORED),
+        (inverted_mask, "mask inverted", HINT_MASK_INVERTED),
+    ],
+)
+def test_the_usual_mistakes_get_their_hint(fn, cause: str, hint: str) -> None:
+    report = check_attention(fn, verbose=False)
+    assert not report.passed
+    assert report.cause == cause and report.hint == hint
+    assert hint in str(report)
+
+
+def test_hints_say_flat_or_sharp() -> None:
+    assert "did you divide by d instead of sqrt(d)?" in HINT_TOO_FLAT_D
+    assert "too sharp" in HINT_NO_SCALE
+
+
+def test_mask_after_softmax_passes_the_unmasked_cases() -> None:
+    report = check_attention(attend_mask_after_softmax, verbose=False)
+    assert [c.passed for c in report.cases] == [True, True, True, False, False]
+
+
+def test_another_constant_scale_is_measured() -> None:
+    flat = check_attention(half_scale, verbose=False)
+    assert flat.cause == "too flat"
+    wide = next(c for c in flat.cases if c.name == "wide head")  # d = 64
+    assert "match a scale of 0.0625, but 1/sqrt(d) = 0.125 for d = 64" in wide.hint
+    sharp = check_attention(double_scale, verbose=False)
+    assert sharp.cause == "too sharp" and "divided by too little" in sharp.hint
+
+
+def test_an_unrecognised_error_gets_the_step_by_step_hint() -> None:
+    report = check_attention(off_by_a_bit, verbose=False)
+    assert report.cause == "unknown" and "check the steps one by one" in report.hint
+    assert all(c.max_abs_error == pytest.approx(0.01) for c in report.cases)
+
+
+def test_exceptions_shapes_and_nans_are_reported() -> None:
+    raised = check_attention(transposed_weights, verbose=False)
+    assert raised.cause == "raised" and "raised ValueError: matmul" in raised.hint
+    assert "q (3, 4), k (5, 4), v (5, 2)" in raised.hint
+    shape = check_attention(returns_weights, verbose=False)
+    assert shape.cause == "shape"
+    assert "expected an output of shape (3, 2) (queries × value width), got (3, 5)" in shape.hint
+    with np.errstate(over="ignore", invalid="ignore"):
+        nan = check_attention(naive_exp, verbose=False)
+    assert nan.cause == "not finite" and "subtract each row's maximum" in nan.hint
+
+
+def test_check_attention_refuses_a_non_function() -> None:
+    with pytest.raises(TypeError, match="needs a function fn"):
+        check_attention(np.zeros(3))
+
+
+def test_cases_are_seeded_and_the_inputs_protected() -> None:
+    def scribbles(q, k, v):
+        out = right(q, k, v)
+        q[:] = 0.0  # a learner's function that modifies its inputs
+        return out
+
+    first = check_attention(scribbles, verbose=False)
+    again = check_attention(scribbles, verbose=False)
+    assert first.passed and again.passed
+    a, b = attention_cases(), attention_cases()
+    assert all(np.array_equal(x.query, y.query) for x, y in zip(a, b, strict=True))
+
+
+# -- notebook 02's scale rule ------------------------------------------------------------
+
+
+def test_dividing_by_d_flattens_toward_one_sixth(capsys: pytest.CaptureFixture[str]) -> None:
+    report = check_scale_rule(lambda d: 1 / d, expect="flatten")
+    assert report.passed and report.behaviour == "flatten"
+    assert report.tops[-1] == pytest.approx(1 / 6, abs=0.01)
+    assert all(b < a for a, b in zip(report.tops, report.tops[1:], strict=False))
+    out = capsys.readouterr().out
+    assert "toward uniform 1/6 = 0.167 (over-dividing)" in out and out.endswith("as expected.\n")
+
+
+def test_under_dividing_sharpens_toward_one() -> None:
+    report = check_scale_rule(lambda d: d**-0.25, expect="sharpen", verbose=False)
+    assert report.passed and report.tops[-1] > 0.8
+    none = check_scale_rule(lambda d: 1.0, verbose=False)
+    assert none.behaviour == "sharpen" and none.tops[-1] > 0.95 and none.passed
+
+
+def test_sqrt_d_holds_and_matches_the_reference() -> None:
+    report = check_scale_rule(lambda d: 1 / math.sqrt(d), expect="hold", verbose=False)
+    assert report.passed and report.tops == report.standard_tops
+    # the lesson's "with scaling" column (other draws): 0.418, 0.422, 0.421
+    assert report.tops[1:4] == pytest.approx((0.418, 0.422, 0.421), abs=0.01)
+
+
+def test_a_wrong_expectation_is_reported() -> None:
+    report = check_scale_rule(lambda d: 1 / d, expect="hold", verbose=False)
+    assert not report.passed and str(report).endswith("expected them to hold instead.")
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, "0.5"])
+def test_scale_rule_refuses_bad_scales(bad) -> None:
+    with pytest.raises(ValueError, match=r"scale_fn\(4\) returned .*a scale must be a positive"):
+        check_scale_rule(lambda d: bad, verbose=False)
+
+
+def test_scale_rule_refuses_an_unknown_expectation() -> None:
+    with pytest.raises(ValueError, match="expect must be None or one of"):
+        check_scale_rule(lambda d: 1 / d, expect="flat", verbose=False)
