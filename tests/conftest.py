@@ -21,6 +21,15 @@ def make(shape, lib="numpy", dtype="float64", seed=0):
     return torch.from_numpy(x).to(getattr(torch, dtype))
 
 
+def as_lib(x, lib):
+    """A numpy array as itself (numpy) or as a torch tensor sharing its data (torch)."""
+    if lib == "numpy":
+        return x
+    import torch
+
+    return torch.from_numpy(np.asarray(x))
+
+
 def to_numpy(x):
     """numpy view of a numpy array or (detached, CPU, float64) torch tensor."""
     if isinstance(x, np.ndarray):

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import make, qkv, to_numpy, torch_sdpa
+from conftest import as_lib, make, qkv, to_numpy, torch_sdpa
 
 from attention_lib import AttentionMemoryError, attention_weights, scaled_dot_product_attention
 
@@ -52,9 +52,7 @@ def test_explicit_scale_is_used_as_given(lib, scale):
 def test_boolean_mask_true_takes_part(lib):
     q, k, v = qkv(lib, batch=(), length=3, keys=4)
     mask = np.array([[1, 1, 0, 0], [0, 1, 0, 0], [1, 1, 1, 1]], dtype=bool)
-    out = to_numpy(
-        sdpa(q, k, v, attn_mask=mask if lib == "numpy" else __import__("torch").from_numpy(mask))
-    )
+    out = to_numpy(sdpa(q, k, v, attn_mask=as_lib(mask, lib)))
     qn, kn, vn = map(to_numpy, (q, k, v))
     np.testing.assert_allclose(out[0], manual(qn[:1], kn[:2], vn[:2], 0.5)[0], rtol=1e-12)
     np.testing.assert_allclose(out[1], vn[1], rtol=1e-12)  # one key left: its value exactly
@@ -89,7 +87,7 @@ def test_mask_that_does_not_broadcast_names_the_shapes():
     q, k, v = qkv("numpy")
     with pytest.raises(ValueError, match=r"attn_mask of shape \(5, 6\) .* \(2, 3, 5, 7\)"):
         sdpa(q, k, v, attn_mask=np.ones((5, 6), dtype=bool))
-    with pytest.raises(TypeError, match="boolean or floating point.*int64"):
+    with pytest.raises(TypeError, match=r"boolean or floating point.*int64"):
         sdpa(q, k, v, attn_mask=np.ones((5, 7), dtype=np.int64))
 
 
@@ -98,19 +96,7 @@ def test_causal_is_the_top_left_lower_triangle(lib, length, keys):
     q, k, v = qkv(lib, length=length, keys=keys)
     out = to_numpy(sdpa(q, k, v, is_causal=True))
     tril = np.tril(np.ones((length, keys), dtype=bool))
-    np.testing.assert_allclose(
-        out,
-        to_numpy(
-            sdpa(
-                q,
-                k,
-                v,
-                attn_mask=np.asarray(tril)
-                if lib == "numpy"
-                else __import__("torch").from_numpy(tril),
-            )
-        ),
-    )
+    np.testing.assert_allclose(out, to_numpy(sdpa(q, k, v, attn_mask=as_lib(tril, lib))))
     np.testing.assert_allclose(out, torch_sdpa(q, k, v, is_causal=True), atol=1e-12)
 
 
@@ -126,7 +112,7 @@ def test_row_with_every_key_masked_gives_zeros(lib):
     bool_mask[1] = False
     float_mask = np.where(bool_mask, 0.0, -np.inf)
     for mask in (bool_mask, float_mask):
-        m = mask if lib == "numpy" else __import__("torch").from_numpy(mask)
+        m = as_lib(mask, lib)
         out = to_numpy(sdpa(q, k, v, attn_mask=m))
         np.testing.assert_array_equal(out[1], 0.0)
         assert np.isfinite(out).all()
@@ -136,9 +122,7 @@ def test_row_with_every_key_masked_gives_zeros(lib):
 def test_row_of_very_negative_finite_values_gives_the_uniform_average(lib):
     q, k, v = qkv(lib, batch=(), length=2, keys=4, dtype="float32")
     mask = np.full((2, 4), -1e30, dtype=np.float32)
-    out = to_numpy(
-        sdpa(q, k, v, attn_mask=mask if lib == "numpy" else __import__("torch").from_numpy(mask))
-    )
+    out = to_numpy(sdpa(q, k, v, attn_mask=as_lib(mask, lib)))
     np.testing.assert_allclose(out, np.broadcast_to(to_numpy(v).mean(0), (2, 3)), rtol=1e-6)
 
 
@@ -265,10 +249,8 @@ def test_mismatched_head_widths_and_lengths_are_named():
 
 
 def test_mismatched_devices_are_named():
-    import torch
-
     q, k, v = qkv("torch")
-    with pytest.raises(ValueError, match="one device.*query on cpu, key on meta"):
+    with pytest.raises(ValueError, match=r"one device.*query on cpu, key on meta"):
         sdpa(q, k.to("meta"), v)
 
 
@@ -293,7 +275,9 @@ def test_dropout_arguments_are_checked():
     q, k, v = qkv("numpy")
     with pytest.raises(ValueError, match=r"dropout_p must be in \[0, 1\], got 1.5"):
         sdpa(q, k, v, dropout_p=1.5)
-    with pytest.raises(TypeError, match="numpy inputs need an int seed or numpy.random.Generator"):
+    with pytest.raises(
+        TypeError, match=r"numpy inputs need an int seed or numpy\.random\.Generator"
+    ):
         sdpa(q, k, v, dropout_p=0.1, generator="seed")
     np.testing.assert_array_equal(sdpa(q, k, v, dropout_p=1.0), 0.0)
 
