@@ -1,0 +1,154 @@
+"""The gradient explorer of notebook 04, driven in-process through its controls under Agg.
+
+Each test sets ``control.value`` (the callback a learner's slider fires) and
+checks what is drawn against the library's own numbers: the markers sit on
+`jacobian_norms`, the heatmap holds `softmax_jacobian` of the example row.
+Any warning is an error, and the figure is really rendered at every extreme.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from attention_lib import softmax
+from attention_lib.explorers.gradients import GradientExplorer, training_figure
+from attention_lib.scaling_stats import POWER_OF_TWO_WIDTHS, scale_for
+from attention_lib.theory import jacobian_norms, softmax_jacobian, train_retrieval_head
+
+pytestmark = pytest.mark.filterwarnings("error")  # no RuntimeWarning, no matplotlib warning
+
+RULES = ["none", "1/sqrt(d)", "1/d", "custom"]
+FLOOR = 1e-7  # the bottom of the explorer's log axis
+
+
+@pytest.fixture(scope="module")
+def explorer():
+    e = GradientExplorer(trials=300)
+    yield e
+    plt.close(e.fig)
+
+
+@pytest.fixture
+def draws(explorer, monkeypatch):
+    """Count redraw requests instead of rendering (a full Agg draw takes about a second)."""
+    asked = []
+    monkeypatch.setattr(explorer.fig.canvas, "draw_idle", lambda *a, **k: asked.append(1))
+    return asked
+
+
+def multiplier_values(slider) -> np.ndarray:
+    """Every position of a FloatLogSlider, from its minimum to its maximum."""
+    steps = round((slider.max - slider.min) / slider.step)
+    return slider.base ** np.linspace(slider.min, slider.max, steps + 1)
+
+
+def check_drawn(e: GradientExplorer) -> None:
+    """Everything drawn equals the library's numbers for the current controls."""
+    d, rule, c = e.width.value, e.rule.value, e.multiplier.value
+    i = POWER_OF_TWO_WIDTHS.index(d)
+    for stat, line, marker in (
+        ("mean", e.norm_line, e.norm_marker),
+        ("median", e.median_line, e.median_marker),
+    ):
+        expected = np.maximum(jacobian_norms(e.sweep, rule, c, stat), FLOOR)
+        np.testing.assert_allclose(line.get_ydata(), expected, rtol=1e-12)
+        assert list(marker.get_xdata()) == [d]
+        assert marker.get_ydata()[0] == pytest.approx(expected[i], rel=1e-12)
+    p = softmax(e.sweep.logits[d][e.example] * scale_for(rule, d, c))  # (keys,)
+    np.testing.assert_allclose([b.get_height() for b in e.weight_bars], p, rtol=1e-12)
+    np.testing.assert_allclose(e.heatmap.get_array(), softmax_jacobian(p), rtol=1e-12)
+    assert e.heatmap.get_clim() == (-0.25, 0.25)
+    assert f"d = {d}:" in e.axes[0].get_title()
+
+
+def test_controls_cover_the_brief(explorer):
+    assert [v for _, v in explorer.width.options] == [2**i for i in range(11)]
+    assert [v for _, v in explorer.rule.options] == RULES
+    assert (explorer.multiplier.min, explorer.multiplier.max) == (-3, 2)
+    assert explorer.controls == [explorer.width, explorer.rule, explorer.multiplier]
+    assert explorer.axes[0].get_xscale() == "log"
+
+
+def test_every_width_and_rule_moves_the_markers(explorer, draws):
+    explorer.multiplier.value = 1.0
+    for rule in RULES:
+        explorer.rule.value = rule
+        assert explorer.multiplier.disabled == (rule != "custom")
+        for d in POWER_OF_TWO_WIDTHS:
+            explorer.width.value = d
+            check_drawn(explorer)
+    assert len(draws) >= len(RULES) * (len(POWER_OF_TWO_WIDTHS) - 1)
+
+
+def test_multiplier_through_its_range(explorer, draws):
+    explorer.rule.value = "custom"
+    explorer.width.value = 128
+    for c in multiplier_values(explorer.multiplier):
+        explorer.multiplier.value = c
+        check_drawn(explorer)
+    assert len(draws) > 40
+
+
+def test_unscaled_marker_falls_and_scaled_holds(explorer, draws):
+    explorer.rule.value = "none"
+    explorer.width.value = 1
+    narrow = explorer.current_norm()
+    explorer.width.value = 1024
+    assert explorer.current_norm() < 0.2 * narrow
+    assert explorer.current_norm("median") < 1e-4
+    assert float(explorer.norm_marker.get_ydata()[0]) == pytest.approx(explorer.current_norm())
+    # every entry of J is at most 1 - (top weight): a one-hot row has J = 0
+    for d in POWER_OF_TWO_WIDTHS:
+        explorer.width.value = d
+        top = max(b.get_height() for b in explorer.weight_bars)
+        assert np.abs(explorer.heatmap.get_array()).max() <= 1 - top + 1e-15
+    explorer.rule.value = "1/sqrt(d)"
+    assert explorer.current_norm() > 0.3
+    assert np.abs(explorer.heatmap.get_array()).max() > 0.05
+
+
+def test_describe_names_the_setting(explorer, draws):
+    explorer.rule.value, explorer.width.value = "1/d", 1024
+    text = explorer.describe()
+    assert text.startswith("d = 1024, scale rule 1/d (logits × 0.0009766): mean ‖J‖ 0.331")
+
+
+def test_every_extreme_draws_cleanly(explorer, draws):
+    # a real Agg render at each corner of the controls; warnings are errors here
+    settings = [(1, "none", 1.0), (1024, "none", 1.0), (1024, "1/sqrt(d)", 1.0)]
+    settings += [(1024, "1/d", 1.0), (1, "custom", 1e-3), (1024, "custom", 1e2)]
+    for d, rule, c in settings:
+        explorer.rule.value, explorer.width.value, explorer.multiplier.value = rule, d, c
+        check_drawn(explorer)
+        explorer.fig.canvas.draw()
+
+
+def test_training_figure_draws_both_runs():
+    u = train_retrieval_head(1.0, steps=30, seed=1)
+    s = train_retrieval_head(None, steps=30, seed=1)
+    fig = training_figure(u, s, window=5)
+    ax_loss, ax_ent = fig.axes
+    raw_u, smooth_u, raw_s, smooth_s = ax_loss.get_lines()
+    np.testing.assert_array_equal(raw_u.get_ydata(), u.loss)
+    np.testing.assert_array_equal(raw_s.get_ydata(), s.loss)
+    np.testing.assert_array_equal(smooth_s.get_ydata(), s.smoothed_loss(5))
+    assert smooth_u.get_xdata()[0] == 5  # the first full window ends at step 5
+    ent_u, ent_s, uniform = ax_ent.get_lines()
+    np.testing.assert_array_equal(ent_u.get_ydata(), u.entropy)
+    np.testing.assert_array_equal(ent_s.get_ydata(), s.entropy)
+    assert uniform.get_ydata()[0] == pytest.approx(np.log(16))
+    labels = [t.get_text() for t in ax_ent.get_legend().get_texts()]
+    assert labels == ["no scaling", "scaled by 1/√1024", "uniform (ln 16)"]
+    for ax in (ax_loss, ax_ent):
+        assert ax.get_xlabel() == "training step" and ax.get_ylabel() and ax.get_title()
+    assert "saturated" in fig.get_suptitle()
+    fig.canvas.draw()
+    plt.close(fig)
+    with pytest.raises(ValueError, match="the runs must match: got 30 steps over 16 keys and 3"):
+        training_figure(u, train_retrieval_head(None, steps=3))
