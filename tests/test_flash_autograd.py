@@ -1,0 +1,253 @@
+"""The torch tiled path: forward semantics, FlashAttention's backward pass, the backend keyword."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from conftest import make, qkv, torch_sdpa
+from torch.autograd import gradcheck
+
+import attention_lib as al
+from attention_lib.flash_autograd import tiled_forward
+
+
+def leaf(shape, seed, dtype="float64"):
+    return make(shape, "torch", dtype, seed).requires_grad_(True)
+
+
+def tiled(*args, **kwargs):
+    return al.flash_attention(*args, backend="tiled", **kwargs)
+
+
+# ---------------------------------------------------------------- gradcheck (float64)
+
+GRADCHECK_CASES = {
+    # L = 7 and S = 9 are not multiples of the 3 x 4 tiles
+    "plain": dict(shapes=((2, 2, 7, 4), (2, 2, 9, 4), (2, 2, 9, 3)), kw={}),
+    "causal": dict(shapes=((2, 2, 7, 4), (2, 2, 9, 4), (2, 2, 9, 3)), kw=dict(is_causal=True)),
+    "causal, L > S": dict(shapes=((1, 9, 4), (1, 5, 4), (1, 5, 3)), kw=dict(is_causal=True)),
+    "grouped heads": dict(
+        shapes=((1, 4, 7, 4), (1, 2, 9, 4), (1, 2, 9, 3)), kw=dict(enable_gqa=True, is_causal=True)
+    ),
+    "broadcast key/value": dict(shapes=((2, 3, 7, 4), (1, 9, 4), (3, 9, 3)), kw={}),
+    "2-d inputs": dict(shapes=((7, 4), (9, 4), (9, 3)), kw=dict(scale=0.7)),
+}
+
+
+@pytest.mark.parametrize("case", GRADCHECK_CASES, ids=list(GRADCHECK_CASES))
+def test_gradcheck(case):
+    spec = GRADCHECK_CASES[case]
+    inputs = tuple(leaf(s, seed) for seed, s in enumerate(spec["shapes"]))
+
+    def f(q, k, v):
+        return tiled(q, k, v, block_q=3, block_k=4, **spec["kw"])
+
+    assert gradcheck(f, inputs)
+
+
+def test_gradcheck_boolean_mask_with_a_fully_masked_row():
+    q, k, v = leaf((2, 7, 4), 0), leaf((2, 9, 4), 1), leaf((2, 9, 3), 2)
+    mask = torch.from_numpy(np.random.default_rng(3).random((2, 7, 9)) > 0.4)
+    mask[0, 2] = False  # row 2 of batch 0 sees no key: output 0, gradient 0
+    assert gradcheck(lambda q, k, v: tiled(q, k, v, mask, block_q=3, block_k=4), (q, k, v))
+    out = tiled(q, k, v, mask, block_q=3, block_k=4)
+    out.sum().backward()
+    assert torch.all(out[0, 2] == 0)
+    assert torch.all(q.grad[0, 2] == 0)
+
+
+def test_gradcheck_float_mask_including_the_mask():
+    q, k, v = leaf((2, 2, 7, 4), 0), leaf((2, 2, 9, 4), 1), leaf((2, 2, 9, 3), 2)
+    mask = leaf((2, 1, 7, 9), 3)  # broadcast over heads: its gradient sums over them
+    assert gradcheck(lambda *a: tiled(*a, block_q=3, block_k=4), (q, k, v, mask))
+
+
+# ---------------------------------------------------------------- agreement with the reference
+
+
+def _grads(fn, inputs, grad_out):
+    for x in inputs:
+        x.grad = None
+    fn(*inputs).backward(grad_out)
+    return [x.grad.clone() for x in inputs]
+
+
+@pytest.mark.parametrize("blocks", [dict(), dict(block_q=16, block_k=24)], ids=["default", "16x24"])
+@pytest.mark.parametrize("kw", [{}, dict(is_causal=True)], ids=["full", "causal"])
+def test_gradients_match_the_reference_path(blocks, kw):
+    inputs = [leaf((2, 3, 70, 16), 0), leaf((2, 3, 50, 16), 1), leaf((2, 3, 50, 8), 2)]
+    grad_out = make((2, 3, 70, 8), "torch", "float64", 3)
+    got = _grads(lambda *a: tiled(*a, **kw, **blocks), inputs, grad_out)
+    want = _grads(lambda *a: al.scaled_dot_product_attention(*a, **kw), inputs, grad_out)
+    for name, g, w in zip("qkv", got, want, strict=True):
+        assert torch.allclose(g, w, rtol=1e-9, atol=1e-12), name
+
+
+def test_float_mask_gradient_matches_the_reference_path():
+    q, k, v = leaf((2, 2, 9, 4), 0), leaf((2, 2, 6, 4), 1), leaf((2, 2, 6, 4), 2)
+    mask = leaf((9, 6), 3)  # one mask for every batch entry and head
+    with torch.no_grad():
+        mask[:, 0] = -torch.inf  # key 0 removed for everyone: its gradient is 0
+    grad_out = make((2, 2, 9, 4), "torch", "float64", 4)
+    got = _grads(lambda *a: tiled(*a, block_q=4, block_k=4), (q, k, v, mask), grad_out)
+    want = _grads(al.scaled_dot_product_attention, (q, k, v, mask), grad_out)
+    for g, w in zip(got, want, strict=True):
+        assert torch.allclose(g, w, rtol=1e-9, atol=1e-12)
+    assert torch.all(got[3][:, 0] == 0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_low_precision_gradients_meet_flash_attentions_rule(dtype):
+    """Gradient error against float64 at most twice PyTorch's own in the same dtype.
+
+    16-bit inputs are computed in float32 and the gradients rounded once, in
+    the input dtype, like the output.
+    """
+    shapes = ((1, 2, 40, 16), (1, 2, 33, 16), (1, 2, 33, 16))
+    low = [leaf(s, i, dtype) for i, s in enumerate(shapes)]
+    exact = [x.detach().double().requires_grad_() for x in low]  # the same numbers
+    grad_out = make((1, 2, 40, 16), "torch", dtype, 5)
+    got = _grads(lambda *a: tiled(*a, is_causal=True), low, grad_out)
+    reference = al.scaled_dot_product_attention
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    want = _grads(lambda *a: reference(*a, is_causal=True), exact, grad_out.double())
+    theirs = _grads(lambda *a: sdpa(*a, is_causal=True), low, grad_out)
+    floor = 0.1 * torch.finfo(getattr(torch, dtype)).eps
+    for g, w, t in zip(got, want, theirs, strict=True):
+        assert g.dtype == getattr(torch, dtype)
+        ours, pytorch = ((x.double() - w).abs().max() for x in (g, t))
+        assert ours <= 2 * pytorch + floor
+
+
+def test_backward_only_for_the_inputs_that_ask():
+    q, k = leaf((3, 5, 4), 0), make((3, 6, 4), "torch", "float64", 1)
+    v = leaf((3, 6, 2), 2)
+    tiled(q, k, v).sum().backward()
+    assert q.grad is not None and v.grad is not None and k.grad is None
+
+
+def test_not_twice_differentiable():
+    q, k, v = leaf((5, 4), 0), leaf((6, 4), 1), leaf((6, 2), 2)
+    (gq,) = torch.autograd.grad(tiled(q, k, v).sum(), q, create_graph=True)
+    with pytest.raises(RuntimeError, match=r"once_differentiable|does not require grad"):
+        gq.sum().backward()
+
+
+# ------------------------------------------------------------ forward semantics of the fast path
+
+
+@pytest.mark.parametrize("kw", [{}, dict(is_causal=True)], ids=["full", "causal"])
+@pytest.mark.parametrize("blocks", [dict(), dict(block_q=5, block_k=3)], ids=["default", "5x3"])
+def test_torch_fast_path_equals_pytorch_and_the_readable_loop(kw, blocks):
+    q, k, v = qkv("torch", batch=(2, 3), length=23, keys=17, width=8, value_width=5)
+    got = tiled(q, k, v, **kw, **blocks)
+    np.testing.assert_allclose(got.numpy(), torch_sdpa(q, k, v, **kw), atol=1e-12)
+    readable = al.flash_attention(q.numpy(), k.numpy(), v.numpy(), **kw, **blocks)
+    np.testing.assert_allclose(got.numpy(), readable, atol=1e-12)
+
+
+def test_tiled_forward_returns_the_log_sum_exp():
+    q, k, v = (make((3, n, 8), "torch", "float64", i) for i, n in enumerate((11, 13, 13)))
+    out, lse = tiled_forward(q, k, v, None, True, 0.5, 4, 5, (3,))
+    scores = (q @ k.transpose(1, 2) * 0.5).masked_fill(
+        ~torch.ones(11, 13).tril().bool(), -torch.inf
+    )
+    torch.testing.assert_close(lse, torch.logsumexp(scores, dim=-1), rtol=0, atol=1e-12)
+    torch.testing.assert_close(out, torch.softmax(scores, -1) @ v, rtol=0, atol=1e-12)
+
+
+def test_fully_masked_rows_give_zeros_and_lse_inf():
+    q, k, v = qkv("torch", batch=(2,), length=4, keys=6, width=3, value_width=2)
+    mask = torch.ones(4, 6, dtype=torch.bool)
+    mask[1] = False
+    out = tiled(q, k, v, mask, block_q=2, block_k=4)
+    assert torch.all(out[:, 1] == 0) and torch.isfinite(out).all()
+    _, lse = tiled_forward(q, k, v, mask, False, 1.0, 2, 4, (2,))
+    assert torch.all(lse[:, 1] == torch.inf)
+
+
+def test_nan_stays_in_its_row():
+    q, k, v = qkv("torch", batch=(), length=5, keys=6, width=3, value_width=2)
+    q[2, 0] = torch.nan
+    out = tiled(q, k, v, block_q=2, block_k=4)
+    assert torch.isnan(out[2]).all()
+    assert torch.isfinite(out[[0, 1, 3, 4]]).all()
+
+
+def test_zero_width_gives_the_mean_of_the_values():
+    q, k, v = make((2, 4, 0), "torch"), make((2, 6, 0), "torch"), make((2, 6, 3), "torch")
+    out = tiled(q, k, v, block_q=3, block_k=4)
+    torch.testing.assert_close(out, v.mean(dim=-2, keepdim=True).expand(2, 4, 3))
+
+
+@pytest.mark.parametrize(("length", "keys"), [(0, 5), (4, 0), (0, 0)])
+def test_empty_lengths(length, keys):
+    q, k, v = qkv("torch", batch=(2,), length=length, keys=keys, width=3, value_width=2)
+    out = tiled(q, k, v)
+    assert out.shape == (2, length, 2)
+    assert torch.all(out == 0)
+
+
+def test_low_precision_output_dtype_and_accuracy():
+    q, k, v = qkv("torch", batch=(2,), length=30, keys=20, width=8, value_width=8, dtype="float16")
+    out = tiled(q, k, v, is_causal=True, block_q=7, block_k=6)
+    assert out.dtype == torch.float16
+    exact = torch_sdpa(q.double(), k.double(), v.double(), is_causal=True)
+    assert np.abs(out.double().numpy() - exact).max() <= torch.finfo(torch.float16).eps
+
+
+# ---------------------------------------------------------------- the backend keyword
+
+
+def test_unknown_backend_lists_the_valid_names():
+    q, k, v = qkv("numpy")
+    with pytest.raises(
+        ValueError, match=r"backend must be one of 'auto', 'tiled', 'triton', got 'cuda'"
+    ):
+        al.flash_attention(q, k, v, backend="cuda")
+
+
+def test_block_sizes_must_be_positive_integers():
+    q, k, v = qkv("torch")
+    with pytest.raises(ValueError, match=r"block_k must be a positive integer, got 0 \(or None"):
+        al.flash_attention(q, k, v, block_k=0)
+
+
+def test_triton_backend_refuses_numpy():
+    q, k, v = qkv("numpy")
+    with pytest.raises(ValueError, match=r"backend='triton' needs torch tensors, got numpy arrays"):
+        al.flash_attention(q, k, v, backend="triton")
+
+
+def test_triton_backend_without_triton_says_how_to_install(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "triton" else real(name, *a)
+    )
+    q, k, v = qkv("torch")
+    with pytest.raises(
+        RuntimeError, match=r"needs the triton package.*pip install -e '\.\[triton\]'"
+    ):
+        al.flash_attention(q, k, v, backend="triton")
+    # "auto" falls back to the tiled path without a word
+    np.testing.assert_allclose(al.flash_attention(q, k, v).numpy(), torch_sdpa(q, k, v), atol=1e-12)
+
+
+def test_auto_never_imports_triton_for_numpy_or_cpu_tensors():
+    code = (
+        "import sys, numpy as np, torch, attention_lib as al\n"
+        "x = np.ones((2, 3, 4))\n"
+        "al.flash_attention(x, x, x)\n"
+        "t = torch.ones(2, 3, 4)\n"
+        "al.flash_attention(t, t, t, is_causal=True)\n"
+        "assert 'triton' not in sys.modules, 'triton imported'\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
