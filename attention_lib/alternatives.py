@@ -47,7 +47,6 @@ __all__ = [
     "cosine_attention",
     "cosine_logits",
     "elu_feature_map",
-    "growth_exponent",
     "kernel_weights",
     "linear_attention",
     "performer_attention",
@@ -439,13 +438,6 @@ def time_softmax_vs_linear(
             )
         )
     return rows
-
-
-def growth_exponent(xs: Sequence[float], ys: Sequence[float]) -> float:
-    """Slope of log(y) against log(x), least squares: y ~ x^slope."""
-    if len(xs) != len(ys) or len(xs) < 2:
-        raise ValueError(f"need two or more (x, y) pairs of equal count, got {len(xs)}, {len(ys)}")
-    return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from .core import scaled_dot_product_attention
+from .fits import log_log_slope
 from .memory import AttentionMemoryError, available_bytes, format_bytes
 from .tiled import flash_attention
 
@@ -277,18 +278,15 @@ def cases(
 def fit_exponent(
     lengths: Sequence[float], values: Sequence[float | None], points: int = 3
 ) -> float | None:
-    """Slope of log(value) against log(length) over the largest ``points`` lengths.
+    """Growth exponent in L over the largest ``points`` lengths with a measurement.
 
-    The largest sizes show the asymptotic growth; small ones are dominated by
-    fixed costs. None when fewer than two usable points remain.
+    Missing (None) and non-positive values, refused or failed runs, are left
+    out; None when fewer than two measurements remain.
     """
     pairs = [(x, y) for x, y in zip(lengths, values, strict=True) if y is not None and y > 0]
-    pairs = sorted(pairs)[-points:]
     if len(pairs) < 2:
         return None
-    x = np.log([p[0] for p in pairs])
-    y = np.log([p[1] for p in pairs])
-    return float(np.polyfit(x, y, 1)[0])
+    return log_log_slope([p[0] for p in pairs], [p[1] for p in pairs], points)
 
 
 def machine_info(runner: Runner) -> dict[str, Any]:

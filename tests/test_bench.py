@@ -62,3 +62,15 @@ def test_triton_is_skipped_without_a_gpu(tmp_path):
     runner = bench.Runner("cpu", "float32", repeats=1, min_seconds=0.0)
     result = runner.measure(bench.Case("triton", 32, 16, False))
     assert result.status == "skipped" and "CUDA" in result.note
+
+
+def test_log_log_slope_is_exact_on_power_laws_and_names_bad_input():
+    from attention_lib.fits import log_log_slope
+
+    xs = [1, 2, 4, 8]
+    assert log_log_slope(xs, [3 * x**2 for x in xs]) == pytest.approx(2.0, rel=1e-12)
+    assert log_log_slope(xs, [1 / x**0.5 for x in xs]) == pytest.approx(-0.5, rel=1e-12)
+    with pytest.raises(ValueError, match=r"two or more .* got 1"):
+        log_log_slope([1], [1])
+    with pytest.raises(ValueError, match="as many x as y values, got 2 and 1"):
+        log_log_slope([1, 2], [1])

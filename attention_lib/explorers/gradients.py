@@ -14,19 +14,18 @@ side by side: loss and attention entropy against the training step.
 
 from __future__ import annotations
 
-import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
 from ..normalisers import softmax
-from ..scaling_stats import POWER_OF_TWO_WIDTHS, scale_for, sweep_widths
+from ..scaling_stats import POWER_OF_TWO_WIDTHS, sweep_widths
 from ..theory import RetrievalRun, jacobian_norms, softmax_jacobian
 from .base import Explorer
+from .controls import WidthAndScale
 
 __all__ = ["GradientExplorer", "training_figure"]
 
-_RULE_LABELS = (("none", "none"), ("1/√d", "1/sqrt(d)"), ("1/d", "1/d"), ("custom c", "custom"))
 _FIXED_RULES = ("none", "1/sqrt(d)", "1/d")
 
 _HEADLINES = {
@@ -42,7 +41,7 @@ _NORM_FLOOR = 1e-7  # bottom of the log axis for the norm
 _STATISTICS = ("mean", "median")
 
 
-class GradientExplorer(Explorer):
+class GradientExplorer(WidthAndScale, Explorer):
     """Head width, scale rule and multiplier against the softmax Jacobian.
 
     Controls: ``width`` (SelectionSlider over 1, 2, 4, ..., 1024), ``rule``
@@ -123,31 +122,11 @@ class GradientExplorer(Explorer):
         ax_j.set_ylabel("weight p_i that responds")
         fig.colorbar(self.heatmap, ax=ax_j, label="∂p_i/∂s_j")
 
-        self.width = widgets.SelectionSlider(
-            options=[(str(d), d) for d in self.sweep.widths],
-            value=width,
-            description="head width d",
-            continuous_update=True,
-            style={"description_width": "initial"},
-        )
-        self.rule = widgets.ToggleButtons(
-            options=_RULE_LABELS,
-            value="1/sqrt(d)",
-            description="scale",
-            style={"button_width": "68px"},
-        )
-        self.multiplier = widgets.FloatLogSlider(
-            value=1.0, base=10, min=-3, max=2, step=0.1, description="c", readout_format=".3g"
-        )
+        self._make_width_and_scale(self.sweep.widths, width)
         self._watch(self.width, self.rule, self.multiplier)
         self.update()
 
     # -- numbers -----------------------------------------------------------------
-    @property
-    def scale(self) -> float:
-        """The number the current width's raw logits are multiplied by."""
-        return scale_for(self.rule.value, self.width.value, self.multiplier.value)
-
     def curve(self, statistic: str = "mean") -> np.ndarray:
         """Mean (or median) Jacobian norm at every width under the current rule, (widths,)."""
         if (self.rule.value, statistic) in self._fixed_curves:
@@ -179,7 +158,7 @@ class GradientExplorer(Explorer):
     # -- drawing -----------------------------------------------------------------
     def update(self) -> None:
         """Redraw the curve, the marker, the example weights and the heatmap."""
-        self.multiplier.disabled = self.rule.value != "custom"
+        self._sync_multiplier()
         d = self.width.value
         i = self.sweep.widths.index(d)
         for stat, line, marker in (

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import math
 
-import ipywidgets as widgets
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from ..normalisers import softmax
-from ..scaling_stats import POWER_OF_TWO_WIDTHS, WeightStats, scale_for, sweep_widths
+from ..scaling_stats import POWER_OF_TWO_WIDTHS, WeightStats, sweep_widths
 from .base import Explorer
+from .controls import WidthAndScale
 
 __all__ = ["ScalingExplorer"]
 
-_RULE_LABELS = (("none", "none"), ("1/√d", "1/sqrt(d)"), ("1/d", "1/d"), ("custom c", "custom"))
 
 _HEADLINES = {
     "none": "No scaling: the logits spread like √d, so wider heads hand one key nearly everything",
@@ -34,7 +33,7 @@ _BINS = 40
 _TAIL = 0.995  # the histogram's range covers this share of the logits, symmetrically
 
 
-class ScalingExplorer(Explorer):
+class ScalingExplorer(WidthAndScale, Explorer):
     """Head width, scale rule and multiplier against the shape of the attention weights.
 
     Controls: ``width`` (SelectionSlider over 1, 2, 4, ..., 1024), ``rule``
@@ -123,31 +122,11 @@ class ScalingExplorer(Explorer):
         ax_ent.set_title("mean entropy (0 = one-hot)", fontsize=10)
         fig.legend(*ax_top.get_legend_handles_labels(), loc="lower center", ncols=5, fontsize=8)
 
-        self.width = widgets.SelectionSlider(
-            options=[(str(d), d) for d in self.sweep.widths],
-            value=width,
-            description="head width d",
-            continuous_update=True,
-            style={"description_width": "initial"},
-        )
-        self.rule = widgets.ToggleButtons(
-            options=_RULE_LABELS,
-            value="1/sqrt(d)",
-            description="scale",
-            style={"button_width": "68px"},
-        )
-        self.multiplier = widgets.FloatLogSlider(
-            value=1.0, base=10, min=-3, max=2, step=0.1, description="c", readout_format=".3g"
-        )
+        self._make_width_and_scale(self.sweep.widths, width)
         self._watch(self.width, self.rule, self.multiplier)
         self.update()
 
     # -- numbers -----------------------------------------------------------------
-    @property
-    def scale(self) -> float:
-        """The number the current width's raw logits are multiplied by."""
-        return scale_for(self.rule.value, self.width.value, self.multiplier.value)
-
     def current_logits(self) -> np.ndarray:
         """The scaled logits at the current width, shape (trials, keys)."""
         return self.sweep.logits[self.width.value] * self.scale  # (N, keys)
@@ -172,7 +151,7 @@ class ScalingExplorer(Explorer):
     # -- drawing -----------------------------------------------------------------
     def update(self) -> None:
         """Redraw every panel for the current width, rule and multiplier."""
-        self.multiplier.disabled = self.rule.value != "custom"
+        self._sync_multiplier()
         logits = self.current_logits()  # (N, keys)
         d = self.width.value
         ax_hist, ax_keys = self.axes[:2]
