@@ -40,8 +40,8 @@ BACKENDS = ("auto", "tiled", "triton")
 
 # Tiles of the readable loop (numpy): small enough to draw, large enough that
 # the matrix products, not Python, take the time.
-NUMPY_BLOCK_Q = 128
-NUMPY_BLOCK_K = 128
+NUMPY_BLOCK_Q = 256
+NUMPY_BLOCK_K = 512
 
 
 def _check_block(name: str, size: int | None) -> None:

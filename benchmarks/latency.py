@@ -1,0 +1,236 @@
+"""Slider latency, as a learner feels it and as the kernel spends it (a benchmark, not a test).
+
+For every control under every explorer figure in every numbered notebook:
+
+- browser: the time from the key press (or click) on the control to the first
+  redraw of its figure in Chromium (``drawImage`` on the ipympl canvas), both
+  on the page's own clock; ``--moves`` moves per control;
+- kernel: in the notebook's own kernel, the time to set the control's value
+  (the callback: the explorer's ``update``) and, separately, to render the
+  figure (``fig.canvas.draw()``, Agg plus the PNG sent to the page), over the
+  control's values, ``--rounds`` times.
+
+Prints p50 and p95 per control against the targets (p95 under 250 ms in the
+browser, under 60 ms for the kernel callback) and writes them, with the
+command and the machine, to ``benchmarks/results/latency-<machine>.json``.
+
+    python benchmarks/latency.py [--moves 12] [--rounds 2] [notebooks/02_*.ipynb ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "browser"))
+import labdriver  # noqa: E402  (the browser tests' driver: one way to run the course)
+
+BROWSER_P95_MS = 250.0
+KERNEL_P95_MS = 60.0
+
+_KERNEL_TIMING = r"""
+def _latency_in_kernel(rounds):
+    import gc, json, time
+    import numpy as np
+    import ipywidgets as w
+    from attention_lib.explorers.base import Explorer
+
+    def values_of(c):
+        if isinstance(c, w.Checkbox):
+            return [not c.value, c.value]
+        if hasattr(c, "_options_values"):
+            return list(c._options_values)
+        if isinstance(c, w.FloatLogSlider):
+            return list(c.base ** np.linspace(c.min, c.max, 12))
+        if isinstance(c, (w.IntSlider, w.FloatSlider)):
+            return list(np.linspace(c.min, c.max, 12).astype(type(c.value)))
+        return []
+
+    import warnings
+    gc.collect()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        explorers = [o for o in gc.get_objects() if isinstance(o, Explorer)]
+    results = []
+    for e in explorers:
+        names = {id(v): k for k, v in vars(e).items()}
+        for c in e.controls:
+            values, original = values_of(c), c.value
+            callback, render = [], []
+            for _ in range(rounds):
+                for v in values:
+                    if v == c.value:
+                        continue
+                    t0 = time.perf_counter()
+                    c.value = v
+                    t1 = time.perf_counter()
+                    e.fig.canvas.draw()
+                    t2 = time.perf_counter()
+                    callback.append(1e3 * (t1 - t0))
+                    render.append(1e3 * (t2 - t1))
+            c.value = original
+            results.append({"control": f"{type(e).__name__}.{names.get(id(c), '?')}",
+                            "description": c.description,
+                            "callback_ms": callback, "render_ms": render})
+    print(json.dumps(results))
+"""
+
+
+def percentiles(samples: list[float]) -> dict[str, float | int | None]:
+    if not samples:
+        return {"n": 0, "p50": None, "p95": None}
+    a = np.asarray(samples, dtype=float)
+    return {
+        "n": int(a.size),
+        "p50": float(np.percentile(a, 50)),
+        "p95": float(np.percentile(a, 95)),
+    }
+
+
+def browser_moves(page: labdriver.NotebookPage, box: int, j: int, moves: int) -> list[float]:
+    """Latencies (ms) of ``moves`` learner moves on control ``j`` of figure box ``box``."""
+    latencies: list[float] = []
+    direction = "ArrowRight"
+    for _ in range(moves):
+        control = page.controls()[box][j]
+        if control["disabled"]:
+            break
+        if control["kind"] == "slider":
+            if control["atMax"]:
+                direction = "ArrowLeft"
+            elif control["atMin"]:
+                direction = "ArrowRight"
+            action = direction
+        elif control["kind"] in ("toggle", "dropdown"):
+            action = control["options"][(control["active"] + 1) % len(control["options"])]
+        else:
+            action = "click"
+        move = page.move(control, action)
+        if move.latency_ms is not None:
+            latencies.append(move.latency_ms)
+    return latencies
+
+
+def measure_notebook(browser, server, name: str, moves: int, rounds: int) -> dict:
+    page = labdriver.NotebookPage.open(browser, server, name, workspace=f"bench-{name[:2]}")
+    try:
+        page.run_all()
+        result: dict = {"notebook": name, "browser": [], "kernel": []}
+        for b, box in enumerate(page.controls()):
+            for j, control in enumerate(box):
+                samples = browser_moves(page, b, j, moves)
+                result["browser"].append(
+                    {"box": b, "description": control["description"], "kind": control["kind"]}
+                    | percentiles(samples)
+                    | {"samples_ms": [round(s, 1) for s in samples]}
+                )
+        if result["browser"]:
+            page.execute(_KERNEL_TIMING)
+            for entry in json.loads(page.execute(f"_latency_in_kernel({rounds})").splitlines()[-1]):
+                result["kernel"].append(
+                    {"control": entry["control"], "description": entry["description"]}
+                    | {f"callback_{k}": v for k, v in percentiles(entry["callback_ms"]).items()}
+                    | {f"render_{k}": v for k, v in percentiles(entry["render_ms"]).items()}
+                )
+        return result
+    finally:
+        page.close()
+
+
+def _fmt(x: float | None) -> str:
+    return "   -  " if x is None else f"{x:6.1f}"
+
+
+def report(results: list[dict]) -> list[str]:
+    lines = [f"browser: key press to redrawn figure (target p95 < {BROWSER_P95_MS:.0f} ms)"]
+    for nb in results:
+        for r in nb["browser"]:
+            flag = "" if r["p95"] is None or r["p95"] < BROWSER_P95_MS else "  MISS"
+            lines.append(
+                f"  {nb['notebook'][:28]:28} box {r['box']} {r['description'][:34]:34} "
+                f"n={r['n']:2} p50 {_fmt(r['p50'])} p95 {_fmt(r['p95'])} ms{flag}"
+            )
+    lines.append(f"kernel: callback (target p95 < {KERNEL_P95_MS:.0f} ms) and figure render")
+    for nb in results:
+        for r in nb["kernel"]:
+            flag = (
+                "" if r["callback_p95"] is None or r["callback_p95"] < KERNEL_P95_MS else "  MISS"
+            )
+            lines.append(
+                f"  {nb['notebook'][:28]:28} {r['control'][:34]:34} n={r['callback_n']:3} "
+                f"callback p50 {_fmt(r['callback_p50'])} p95 {_fmt(r['callback_p95'])} ms; "
+                f"render p50 {_fmt(r['render_p50'])} p95 {_fmt(r['render_p95'])} ms{flag}"
+            )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", help="default: every numbered notebook")
+    parser.add_argument("--moves", type=int, default=12, help="browser moves per control")
+    parser.add_argument("--rounds", type=int, default=2, help="kernel passes over each control")
+    parser.add_argument("--machine", default=platform.node() or "unknown")
+    args = parser.parse_args(argv)
+    reason = labdriver.chromium_missing()
+    if reason:
+        print(f"cannot measure in a browser: {reason}", file=sys.stderr)
+        return 2
+    names = [Path(n).name for n in args.notebooks] or [
+        p.name for p in labdriver.numbered_notebooks()
+    ]
+    from playwright.sync_api import sync_playwright
+
+    started = time.time()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="latency-") as tmp:
+        work = Path(tmp)
+        root = labdriver.copy_notebooks(work / "notebooks")
+        with (
+            labdriver.running_lab(
+                work,
+                token=labdriver.random_token(),
+                root_dir=root,
+                extra_args=labdriver.lab_test_args(),
+            ) as server,
+            sync_playwright() as playwright,
+        ):
+            browser = labdriver.launch_chromium(playwright)
+            try:
+                for name in names:
+                    print(f"measuring {name} ...", flush=True)
+                    results.append(measure_notebook(browser, server, name, args.moves, args.rounds))
+            finally:
+                browser.close()
+    lines = report(results)
+    print("\n".join(lines))
+    out = REPO / "benchmarks" / "results" / f"latency-{args.machine}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    record = {
+        "command": " ".join(["python", "benchmarks/latency.py", *(argv or sys.argv[1:])]),
+        "machine": {
+            "name": args.machine,
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+        "targets_ms": {"browser_p95": BROWSER_P95_MS, "kernel_callback_p95": KERNEL_P95_MS},
+        "seconds": round(time.time() - started, 1),
+        "results": results,
+        "summary": lines,
+    }
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"written to {out.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,116 @@
+"""Fixtures for the browser tests: one JupyterLab, one Chromium, one page per notebook.
+
+The server is started with ``scripts/lab`` (what ``make lab`` runs) on a free
+localhost port with a random token, serving a scratch copy of ``notebooks/``
+(the browser runs cells and JupyterLab may autosave: never in the repo), with
+the learner's own JupyterLab settings swapped for an empty folder so only the
+repo's defaults (``jupyter/labconfig``) apply. It is stopped, kernels and all,
+at the end of the session whatever happens.
+
+Without ``/usr/bin/chromium`` these tests skip and say how to install it;
+when the ``CI`` environment variable is set a missing browser is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import labdriver
+import pytest
+
+NOTEBOOKS = [path.name for path in labdriver.numbered_notebooks()]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "browser: drives JupyterLab in Debian's Chromium (skips without it)"
+    )
+    config.addinivalue_line(
+        "markers", "notebooks(only): run a browser test only on notebooks whose name passes"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize ``notebook`` over the numbered notebooks that exist at collection time.
+
+    A test can narrow the list with ``@pytest.mark.notebooks(only=predicate)``.
+    """
+    if "notebook" not in metafunc.fixturenames:
+        return
+    names = NOTEBOOKS
+    narrow = metafunc.definition.get_closest_marker("notebooks")
+    if narrow is not None:
+        names = [name for name in names if narrow.kwargs["only"](name)]
+    metafunc.parametrize(
+        "notebook",
+        names,
+        indirect=True,
+        scope="module",
+        ids=[n.removesuffix(".ipynb") for n in names],
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep each notebook's tests together (in file order), so its page opens once."""
+    here = Path(__file__).parent
+
+    def notebook_of(item: pytest.Item) -> str:
+        callspec = getattr(item, "callspec", None)
+        return callspec.params.get("notebook", "") if callspec else ""
+
+    positions = [i for i, item in enumerate(items) if Path(str(item.fspath)).parent == here]
+    ordered = sorted((items[i] for i in positions), key=notebook_of)  # stable: file order kept
+    for i, item in zip(positions, ordered, strict=True):
+        items[i] = item
+
+
+@pytest.fixture(scope="session")
+def chromium_ready() -> None:
+    """Skip (or, under CI, fail) when Debian's Chromium is not installed."""
+    reason = labdriver.chromium_missing()
+    if reason is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set and the browser tests cannot run: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def lab_server(chromium_ready, tmp_path_factory: pytest.TempPathFactory):
+    """A JupyterLab started as ``make lab`` starts it, on a scratch copy of the notebooks."""
+    workdir = tmp_path_factory.mktemp("lab")
+    root = labdriver.copy_notebooks(workdir / "notebooks")
+    with labdriver.running_lab(
+        workdir,
+        token=labdriver.random_token(),
+        root_dir=root,
+        extra_args=labdriver.lab_test_args(),
+    ) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def chromium(chromium_ready):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = labdriver.launch_chromium(playwright)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="module")
+def notebook(request: pytest.FixtureRequest, lab_server, chromium):
+    """The notebook ``request.param`` open in its own page, every cell run once."""
+    name = request.param
+    page = labdriver.NotebookPage.open(
+        chromium, lab_server, name, workspace=name.removesuffix(".ipynb").replace("_", "-")
+    )
+    try:
+        page.run_all()
+        yield page
+    finally:
+        page.close()

@@ -1,0 +1,669 @@
+"""Drive the course as a learner does: a real JupyterLab, Debian's Chromium, sliders moved.
+
+Shared by the browser tests (``tests/browser``) and the latency benchmark
+(``benchmarks/latency.py``). Nothing here downloads anything: JupyterLab is
+started with ``scripts/lab`` (the command ``make lab`` runs) on a free
+localhost port, and Chromium is the system's, launched by Playwright through
+``executable_path``.
+
+Three parts:
+
+- `start_lab` / `LabServer`: the server, its token, its log, and a stop that
+  always ends the process group it started (kernels included).
+- `launch_chromium`: the browser with the flags this closed network needs.
+- `NotebookPage`: one notebook in one page: open it, run every cell, read the
+  cells' outputs, list the explorers' controls in the page, move one control
+  and wait for the figure to redraw, and ask the notebook's own kernel what
+  its explorers now hold (`probe`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+LAB_SCRIPT = REPO / "scripts" / "lab"
+NOTEBOOK_GLOB = "notebooks/[0-9][0-9]_*.ipynb"
+CHROMIUM = Path("/usr/bin/chromium")
+# Without the background-networking flags Chromium keeps trying (and failing) to
+# reach Google's services on this closed network.
+CHROMIUM_ARGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+INSTALL_HINT = "install Debian's Chromium: `apt-get install chromium` (as root)"
+_TOKEN_IN_LOG = re.compile(r"[?&]token=([0-9a-zA-Z]{16,})")
+
+
+def numbered_notebooks() -> list[Path]:
+    """The course's numbered notebooks (``notebooks/NN_*.ipynb``), in order."""
+    return sorted(REPO.glob(NOTEBOOK_GLOB))
+
+
+def chromium_missing() -> str | None:
+    """Why the browser cannot run here (None when it can)."""
+    if not CHROMIUM.exists():
+        return f"{CHROMIUM} not found; {INSTALL_HINT}"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:  # pragma: no cover - playwright is a pinned dev dependency
+        return "the playwright package is missing; run `make` to install the dev dependencies"
+    return None
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- the server ----------------------------------------------------------------------------
+
+
+@dataclass
+class LabServer:
+    """A running ``scripts/lab``: its process, port, token and log file."""
+
+    proc: subprocess.Popen
+    port: int
+    token: str
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_tail(self, chars: int = 3000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+    def get(self, path: str, token: str | None = None) -> tuple[int, bytes]:
+        """GET ``path`` with no proxy; ``token`` in an Authorization header (None: no token)."""
+        request = urllib.request.Request(self.url + path)
+        if token is not None:
+            request.add_header("Authorization", f"token {token}")
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(request, timeout=10) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the server (it shuts its kernels down); kill its process group if it hangs."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        # anything left in the group we started (a kernel that ignored shutdown)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(5)
+
+
+def start_lab(
+    workdir: Path,
+    *,
+    token: str | None = None,
+    root_dir: Path | None = None,
+    extra_args: Sequence[str] = (),
+    isolate_user_settings: bool = True,
+    timeout: float = 120.0,
+) -> LabServer:
+    """Start ``scripts/lab`` on a free port and wait until it answers.
+
+    ``token`` None lets JupyterLab make its own random token (as ``make lab``
+    does), read back from its log; otherwise it is passed as JUPYTER_TOKEN.
+    ``root_dir`` None serves ``notebooks/`` (the script's default). With
+    ``isolate_user_settings`` the learner's own JupyterLab settings and
+    workspaces are replaced by empty folders under ``workdir``, so only the
+    repo's defaults apply. Raises RuntimeError with the log's tail if the
+    server exits or does not answer within ``timeout`` seconds.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    env = dict(os.environ)
+    env.pop("JUPYTER_TOKEN", None)
+    if token is not None:
+        env["JUPYTER_TOKEN"] = token
+    env.pop("LAB_ROOT_DIR", None)
+    if root_dir is not None:
+        env["LAB_ROOT_DIR"] = str(root_dir)
+    env["JUPYTER_RUNTIME_DIR"] = str(workdir / "runtime")
+    if isolate_user_settings:
+        env["JUPYTERLAB_SETTINGS_DIR"] = str(workdir / "user-settings")
+        env["JUPYTERLAB_WORKSPACES_DIR"] = str(workdir / "workspaces")
+    args = [
+        str(LAB_SCRIPT),
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        "--ServerApp.open_browser=False",
+    ]
+    if os.geteuid() == 0:  # CI containers run as root; Jupyter refuses root without this
+        args.append("--ServerApp.allow_root=True")
+    args += list(extra_args)
+    log_path = workdir / f"lab-{port}.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            args,
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, so stop() can end its kernels too
+        )
+    server = LabServer(proc, port, token or "", log_path)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"scripts/lab exited with {proc.returncode}:\n{server.log_tail()}"
+                )
+            if not server.token:
+                found = _TOKEN_IN_LOG.search(log_path.read_text(errors="replace"))
+                server.token = found.group(1) if found else ""
+            if server.token:
+                with contextlib.suppress(OSError):
+                    if server.get("/api/status", server.token)[0] == 200:
+                        return server
+            time.sleep(0.25)
+        raise RuntimeError(
+            f"JupyterLab did not answer within {timeout:.0f} s:\n{server.log_tail()}"
+        )
+    except BaseException:
+        server.stop()
+        raise
+
+
+@contextlib.contextmanager
+def running_lab(workdir: Path, **kwargs: Any) -> Iterator[LabServer]:
+    """`start_lab` as a context manager that always stops the server."""
+    server = start_lab(workdir, **kwargs)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def copy_notebooks(dest: Path) -> Path:
+    """A scratch copy of ``notebooks/``: the browser runs and saves there, never in the repo."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(REPO / "notebooks", dest, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    return dest
+
+
+def lab_test_args() -> list[str]:
+    """Extra `jupyter lab` arguments the tests add: expose the app object to the page."""
+    return ["--LabApp.expose_app_in_browser=True"]
+
+
+def random_token() -> str:
+    return secrets.token_hex(24)
+
+
+# -- the browser ---------------------------------------------------------------------------
+
+
+def launch_chromium(playwright: Any) -> Any:
+    """Debian's Chromium through Playwright (nothing is downloaded)."""
+    return playwright.chromium.launch(
+        executable_path=str(CHROMIUM), headless=True, args=list(CHROMIUM_ARGS)
+    )
+
+
+# Installed in every page before JupyterLab loads: timestamps of every drawImage on
+# every canvas (ipympl draws each new frame with drawImage), and of every key press,
+# mouse press and input event, on performance.now()'s clock.
+_INIT_JS = """
+(() => {
+  const draw = CanvasRenderingContext2D.prototype.drawImage;
+  CanvasRenderingContext2D.prototype.drawImage = function (...args) {
+    const c = this.canvas;
+    (c.__draws || (c.__draws = [])).push(performance.now());
+    return draw.apply(this, args);
+  };
+  window.__inputTimes = [];
+  for (const type of ['keydown', 'mousedown', 'input']) {  // input: a <select> changed
+    document.addEventListener(type, (e) => window.__inputTimes.push(e.timeStamp), true);
+  }
+})();
+"""
+
+# JavaScript run in the page; `window.jupyterapp` is there because the tests start
+# JupyterLab with expose_app_in_browser.
+_JS_PANEL = "window.jupyterapp.shell.currentWidget"
+
+_JS_READY = """(path) => {
+  const app = window.jupyterapp;
+  if (!app || !app.shell) return false;
+  const w = app.shell.currentWidget;
+  if (!w || !w.context || w.context.path !== path || !w.sessionContext) return false;
+  const k = w.sessionContext.session && w.sessionContext.session.kernel;
+  return !!k && k.status === 'idle' && w.content.widgets.length > 0;
+}"""
+
+_JS_RUN_DONE = """() => {
+  const w = window.jupyterapp.shell.currentWidget;
+  const k = w.sessionContext.session.kernel;
+  if (k.status !== 'idle') return false;
+  const code = w.content.widgets.filter((c) => c.model.type === 'code');
+  const failed = code.some((c) => c.model.outputs.toJSON().some((o) => o.output_type === 'error'));
+  const pending = code.some((c) => c.model.sharedModel.getSource().trim() !== ''
+                                   && c.model.executionCount === null);
+  return failed || !pending;
+}"""
+
+_JS_CELLS = """() => {
+  const w = window.jupyterapp.shell.currentWidget;
+  return w.content.widgets.map((c, index) => {
+    const editor = c.node.querySelector('.jp-InputArea-editor');
+    const box = editor ? editor.getBoundingClientRect() : null;
+    return {
+      index,
+      type: c.model.type,
+      source: c.model.sharedModel.getSource(),
+      tags: c.model.getMetadata('tags') || [],
+      inputHidden: !!c.inputHidden,
+      executionCount: c.model.type === 'code' ? c.model.executionCount : null,
+      editorVisible: !!editor && editor.offsetParent !== null && box.height > 0,
+      outputs: c.model.type !== 'code' ? [] : c.model.outputs.toJSON().map((o) => ({
+        output_type: o.output_type,
+        name: o.name || null,
+        text: Array.isArray(o.text) ? o.text.join('') : (o.text || ''),
+        ename: o.ename || null,
+        evalue: o.evalue || null,
+        mimes: Object.keys(o.data || {}),
+      })),
+      shownStderr: Array.from(c.node.querySelectorAll(
+        '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+      )).map((n) => n.textContent),
+      shownErrors: Array.from(c.node.querySelectorAll(
+        '.jp-RenderedText[data-mime-type*="error"]'
+      )).map((n) => n.textContent),
+      outputText: c.model.type === 'code'
+        ? Array.from(c.node.querySelectorAll('.jp-OutputArea')).map((n) => n.innerText).join('\\n')
+        : '',
+    };
+  });
+}"""
+
+_JS_EXECUTE = """async (code) => {
+  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  const future = kernel.requestExecute(
+    {code, silent: false, store_history: false, allow_stdin: false, stop_on_error: false});
+  let out = '';
+  let error = null;
+  future.onIOPub = (msg) => {
+    const type = msg.header.msg_type;
+    if (type === 'stream' && msg.content.name === 'stdout') out += msg.content.text;
+    if (type === 'error') error = msg.content.traceback.join('\\n');
+  };
+  await future.done;
+  return {out, error};
+}"""
+
+# The explorers' figure boxes in the page: a VBox holding an ipympl canvas, with the
+# controls above it. Each control: its kind, description and whether it can be used.
+_JS_CONTROLS = """() => {
+  const boxes = Array.from(document.querySelectorAll('.jp-Notebook .widget-vbox'))
+    .filter((b) => Array.from(b.children).some((c) => c.classList.contains('jupyter-matplotlib')));
+  const kinds = [['slider', '.widget-hslider'], ['toggle', '.widget-toggle-buttons'],
+                 ['checkbox', '.widget-checkbox'], ['dropdown', '.widget-dropdown']];
+  return boxes.map((box, b) => {
+    const counts = {};
+    return Array.from(box.querySelectorAll(kinds.map(([, s]) => s).join(', '))).map((el) => {
+      const kind = kinds.find(([, s]) => el.matches(s))[0];
+      const nth = counts[kind] = (counts[kind] === undefined ? 0 : counts[kind] + 1);
+      // a checkbox's description is in .widget-label-basic; its .widget-label is a spacer
+      const label = Array.from(el.querySelectorAll('.widget-label, .widget-label-basic'))
+        .find((n) => n.textContent.replace(/\u200b/g, '').trim() !== '');
+      const handle = el.querySelector('.noUi-handle');
+      const readout = el.querySelector('.widget-readout');
+      const disabled = kind === 'slider'
+        ? !!el.querySelector('.noUi-target[disabled]')
+        : !!el.querySelector('button:disabled, input:disabled, select:disabled');
+      const buttons = Array.from(el.querySelectorAll('button'));
+      const options = Array.from(el.querySelectorAll('option'));
+      const aria = (name) => handle.getAttribute(`aria-${name}`);
+      return {
+        box: b, kind, nth,
+        description: label ? label.textContent.trim() : '',
+        disabled,
+        readout: readout ? readout.textContent.trim() : null,
+        atMax: handle ? aria('valuenow') === aria('valuemax') : null,
+        atMin: handle ? aria('valuenow') === aria('valuemin') : null,
+        options: kind === 'toggle' ? buttons.map((x) => x.textContent.trim())
+               : kind === 'dropdown' ? options.map((x) => x.textContent.trim())
+               : [],
+        active: kind === 'toggle' ? buttons.findIndex((x) => x.classList.contains('mod-active'))
+              : kind === 'dropdown' ? el.querySelector('select').selectedIndex
+              : kind === 'checkbox' ? Number(el.querySelector('input').checked) : null,
+      };
+    });
+  });
+}"""
+
+_JS_CANVAS = """(b) => {
+  const boxes = Array.from(document.querySelectorAll('.jp-Notebook .widget-vbox'))
+    .filter((x) => Array.from(x.children).some((c) => c.classList.contains('jupyter-matplotlib')));
+  const canvas = boxes[b].querySelector('.jupyter-matplotlib-canvas-div canvas');
+  const data = canvas.toDataURL();
+  let h = 0;
+  for (let i = 0; i < data.length; i++) h = (h * 31 + data.charCodeAt(i)) | 0;
+  const draws = canvas.__draws || [];
+  return {hash: `${data.length}:${h}`, draws: draws.length,
+          width: canvas.width, height: canvas.height};
+}"""
+
+_JS_FIRST_DRAW_AFTER = """([b, since]) => {
+  const boxes = Array.from(document.querySelectorAll('.jp-Notebook .widget-vbox'))
+    .filter((x) => Array.from(x.children).some((c) => c.classList.contains('jupyter-matplotlib')));
+  const canvas = boxes[b].querySelector('.jupyter-matplotlib-canvas-div canvas');
+  const input = window.__inputTimes.filter((t) => t >= since)[0];
+  const draw = (canvas.__draws || []).find((t) => input !== undefined && t > input);
+  return input === undefined || draw === undefined ? null : draw - input;
+}"""
+
+# Defined once in the notebook's kernel: capture of logged errors and warnings (a
+# slider callback that raises is only logged by the kernel's comm manager), and a
+# probe that reports every Explorer's controls, what its figure shows, and the
+# inputs a test needs to recompute the figure with the library.
+_KERNEL_SETUP = r"""
+def _browser_test_setup():
+    import logging, warnings
+
+    class Capture(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.WARNING)
+            self.records = []
+            self.setFormatter(logging.Formatter("%(name)s %(levelname)s: %(message)s"))
+
+        def emit(self, record):
+            self.records.append(self.format(record))
+
+    capture = Capture()
+    logging.getLogger().addHandler(capture)
+    shown = warnings.showwarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        capture.records.append(f"{category.__name__}: {message} ({filename}:{lineno})")
+        shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = showwarning
+    warnings.simplefilter("always")
+    return capture
+
+
+def _browser_test_probe(inputs_by_class, full=True):
+    import gc, json, math
+    import numpy as np
+    from matplotlib.patches import Rectangle
+    from attention_lib.explorers.base import Explorer
+
+    def plain(x):
+        if isinstance(x, dict):
+            return {str(k): plain(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [plain(v) for v in x]
+        if isinstance(x, np.ndarray):
+            return plain(x.tolist())
+        if isinstance(x, np.generic):
+            return plain(x.item())
+        if isinstance(x, float) and not math.isfinite(x):
+            return repr(x)
+        return x
+
+    def figure(fig):
+        sup = fig._suptitle.get_text() if fig._suptitle is not None else ""
+        return {"suptitle": sup, "texts": [t.get_text() for t in fig.texts], "axes": [{
+            "title": ax.get_title(),
+            "texts": [t.get_text() for t in ax.texts],
+            "heights": [p.get_height() for p in ax.patches if isinstance(p, Rectangle)],
+            "widths": [p.get_width() for p in ax.patches if isinstance(p, Rectangle)],
+            "lines": [np.asarray(l.get_ydata(), dtype=float) for l in ax.lines],
+            "images": [np.asarray(im.get_array(), dtype=float) for im in ax.images],
+        } for ax in fig.axes]}
+
+    import warnings
+    gc.collect()
+    with warnings.catch_warnings():  # isinstance on every object can trip lazy-module warnings
+        warnings.simplefilter("ignore")
+        explorers = [o for o in gc.get_objects() if isinstance(o, Explorer)]
+    result = []
+    for e in explorers:
+        names = {id(v): k for k, v in vars(e).items()}
+        controls = [{
+            "attr": names.get(id(c), "?"),
+            "kind": type(c).__name__,
+            "description": c.description,
+            "value": c.value,
+            "label": getattr(c, "label", None),
+            "disabled": bool(getattr(c, "disabled", False)),
+        } for c in e.controls]
+        entry = {"key": id(e), "cls": type(e).__name__, "controls": controls}
+        if full:
+            entry["figure"] = figure(e.fig)
+            expr = inputs_by_class.get(type(e).__name__)
+            entry["inputs"] = eval(expr, {"e": e, "np": np}) if expr else {}
+        result.append(entry)
+    print(json.dumps(plain({"explorers": result, "problems": _browser_test_capture.records})))
+
+
+_browser_test_capture = _browser_test_setup()
+"""
+
+
+@dataclass
+class Move:
+    """One learner action on one control: what was done and what followed."""
+
+    box: int
+    kind: str
+    description: str
+    action: str
+    readout_before: str | None
+    readout_after: str | None
+    latency_ms: float | None  # input event to the first redraw of that figure
+    changed_pixels: bool
+
+
+@dataclass
+class NotebookPage:
+    """One notebook open in its own browser page, with its own kernel."""
+
+    page: Any
+    server: LabServer
+    path: str
+    external_requests: list[str] = field(default_factory=list)
+    run_seconds: float | None = None
+    _probe_ready: bool = False
+
+    @classmethod
+    def open(cls, browser: Any, server: LabServer, path: str, workspace: str) -> NotebookPage:
+        """Open ``path`` (relative to the server root) in a new workspace; wait for its kernel."""
+        context = browser.new_context(
+            viewport={"width": 1280, "height": 1000}, device_scale_factor=1
+        )
+        page = context.new_page()
+        self = cls(page, server, path)
+        page.on("request", self._watch_request)
+        page.add_init_script(_INIT_JS)
+        page.goto(f"{server.url}/lab/workspaces/{workspace}/tree/{path}?token={server.token}")
+        page.wait_for_function(_JS_READY, arg=path, timeout=120_000, polling=250)
+        return self
+
+    def _watch_request(self, request: Any) -> None:
+        url = request.url
+        if url.startswith(("http:", "https:", "ws:", "wss:")) and not url.startswith(
+            (self.server.url, self.server.url.replace("http", "ws", 1))
+        ):
+            self.external_requests.append(url)
+
+    def close(self) -> None:
+        """Shut the notebook's kernel down and close the page."""
+        with contextlib.suppress(Exception):
+            self.page.evaluate(f"() => {_JS_PANEL}.sessionContext.shutdown()")
+        self.page.context.close()
+
+    # -- cells -----------------------------------------------------------------------------
+    def run_all(self, timeout_s: float = 300) -> float:
+        """Run → Run All Cells; wait until the kernel is idle and every cell ran. Seconds taken."""
+        start = time.monotonic()
+        self.page.evaluate(
+            "() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); return true; }"
+        )
+        self.page.wait_for_timeout(500)
+        self.page.wait_for_function(_JS_RUN_DONE, timeout=timeout_s * 1000, polling=250)
+        # widget views render after the kernel goes idle: give them a moment to appear
+        self.page.wait_for_timeout(1000)
+        self.run_seconds = time.monotonic() - start
+        return self.run_seconds
+
+    def cells(self) -> list[dict]:
+        """Every cell: type, tags, whether its code is hidden, outputs (model and shown)."""
+        return self.page.evaluate(_JS_CELLS)
+
+    def dialogs(self) -> list[str]:
+        """Text of every dialog and toast notification on screen."""
+        return self.page.evaluate(
+            """() => Array.from(document.querySelectorAll('.jp-Dialog, .Toastify__toast'))
+                 .map((n) => n.innerText.trim())"""
+        )
+
+    # -- kernel ----------------------------------------------------------------------------
+    def execute(self, code: str) -> str:
+        """Run ``code`` in the notebook's kernel (not in a cell); return its stdout."""
+        result = self.page.evaluate(_JS_EXECUTE, code)
+        if result["error"]:
+            raise RuntimeError(f"kernel raised:\n{_strip_ansi(result['error'])}")
+        return result["out"]
+
+    def probe(self, inputs_by_class: Mapping[str, str] | None = None, full: bool = True) -> dict:
+        """What the kernel's explorers hold now (see ``_KERNEL_SETUP``)."""
+        if not self._probe_ready:
+            self.execute(_KERNEL_SETUP)
+            self._probe_ready = True
+        out = self.execute(f"_browser_test_probe({dict(inputs_by_class or {})!r}, full={full})")
+        return json.loads(out.strip().splitlines()[-1])
+
+    # -- controls --------------------------------------------------------------------------
+    def controls(self) -> list[list[dict]]:
+        """The controls of each explorer figure box in the page, box by box."""
+        return self.page.evaluate(_JS_CONTROLS)
+
+    def _locator(self, control: dict) -> Any:
+        boxes = self.page.locator(".jp-Notebook .widget-vbox:has(> .jupyter-matplotlib)")
+        selector = {
+            "slider": ".widget-hslider",
+            "toggle": ".widget-toggle-buttons",
+            "checkbox": ".widget-checkbox",
+            "dropdown": ".widget-dropdown",
+        }[control["kind"]]
+        return boxes.nth(control["box"]).locator(selector).nth(control["nth"])
+
+    def canvas(self, box: int) -> dict:
+        return self.page.evaluate(_JS_CANVAS, box)
+
+    def move(self, control: dict, action: str, timeout_ms: float = 15_000) -> Move:
+        """Do ``action`` on ``control`` as a learner would and wait for its figure to redraw.
+
+        Slider actions are keys pressed on the focused handle (``"ArrowRight"``,
+        ``"End"``...); a toggle's action is the text of the button to click; a
+        dropdown's the option to choose; a checkbox's ``"click"``. Raises
+        TimeoutError (Playwright's) if the figure does not redraw in time.
+        """
+        box = control["box"]
+        before = self.canvas(box)
+        since = self.page.evaluate("() => performance.now()")
+        element = self._locator(control)
+        if control["kind"] == "slider":
+            handle = element.locator(".noUi-handle")
+            handle.focus()
+            self.page.keyboard.press(action)
+        elif control["kind"] == "toggle":
+            element.locator("button", has_text=action).first.click()
+        elif control["kind"] == "checkbox":
+            element.locator("input").click()
+        elif control["kind"] == "dropdown":
+            element.locator("select").select_option(label=action)
+        else:  # pragma: no cover - _JS_CONTROLS only reports the kinds above
+            raise ValueError(f"unknown control kind {control['kind']!r}")
+        self.page.wait_for_function(
+            _JS_CANVAS_NEWER, arg=[box, before["draws"]], timeout=timeout_ms, polling="raf"
+        )
+        latency = self.page.evaluate(_JS_FIRST_DRAW_AFTER, [box, since])
+        self._settle(box)
+        after = self.canvas(box)
+        readout_after = self.controls()[box][_index_of(self.controls()[box], control)]["readout"]
+        return Move(
+            box,
+            control["kind"],
+            control["description"],
+            action,
+            control["readout"],
+            readout_after,
+            latency,
+            after["hash"] != before["hash"],
+        )
+
+    def _settle(self, box: int, quiet_ms: float = 250, limit_ms: float = 5000) -> None:
+        """Wait until the figure has not redrawn for ``quiet_ms`` (a frame can come in parts)."""
+        start = time.monotonic()
+        seen = self.canvas(box)["draws"]
+        while (time.monotonic() - start) * 1000 < limit_ms:
+            self.page.wait_for_timeout(quiet_ms)
+            now = self.canvas(box)["draws"]
+            if now == seen:
+                return
+            seen = now
+
+    def screenshot(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+
+_JS_CANVAS_NEWER = """([b, n]) => {
+  const boxes = Array.from(document.querySelectorAll('.jp-Notebook .widget-vbox'))
+    .filter((x) => Array.from(x.children).some((c) => c.classList.contains('jupyter-matplotlib')));
+  const canvas = boxes[b].querySelector('.jupyter-matplotlib-canvas-div canvas');
+  return (canvas.__draws || []).length > n;
+}"""
+
+
+def _index_of(controls: list[dict], control: dict) -> int:
+    for i, c in enumerate(controls):
+        if c["kind"] == control["kind"] and c["nth"] == control["nth"]:
+            return i
+    raise LookupError(f"control {control['description']!r} is no longer in the page")
+
+
+def _strip_ansi(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
