@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import make, qkv, to_numpy
+from support import make, qkv, to_numpy
 
 from attention_lib import scaled_dot_product_attention, softmax
 from attention_lib.alternatives import (

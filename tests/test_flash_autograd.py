@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import make, qkv, torch_sdpa
+from support import make, qkv, torch_sdpa
 from torch.autograd import gradcheck
 
 import attention_lib as al

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import make, to_numpy
+from support import make, to_numpy
 
 from attention_lib import entmax15, softmax, softmax1, sparsemax
 

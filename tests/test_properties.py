@@ -8,9 +8,9 @@ both array libraries.
 from __future__ import annotations
 
 import numpy as np
-from conftest import to_numpy, torch_sdpa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import to_numpy, torch_sdpa
 
 from attention_lib import flash_attention, scaled_dot_product_attention
 

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import as_lib, make, qkv, to_numpy, torch_sdpa
+from support import as_lib, make, qkv, to_numpy, torch_sdpa
 
 from attention_lib import AttentionMemoryError, attention_weights, scaled_dot_product_attention
 

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import make, to_numpy
+from support import make, to_numpy
 
 from attention_lib import attention_weights, softmax
 from attention_lib.scaling_stats import scale_for, sweep_widths

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import make, qkv, to_numpy
+from support import make, qkv, to_numpy
 
 from attention_lib import flash_attention, scaled_dot_product_attention
 from attention_lib.tiled import key_blocks

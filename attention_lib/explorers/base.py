@@ -33,7 +33,19 @@ class Explorer:
         with plt.ioff():
             self.fig = plt.figure(**kwargs)
         self.controls = []
+        self._freeze_id = self.fig.canvas.mpl_connect("draw_event", self._freeze_layout)
         return self.fig
+
+    def _freeze_layout(self, _event: Any) -> None:
+        """After the first draw, keep the laid-out positions.
+
+        Re-running constrained layout on every slider move roughly doubled
+        the redraw time (measured in benchmarks/latency.py); the artists
+        move, the axes need not.
+        """
+        self.fig.canvas.mpl_disconnect(self._freeze_id)
+        if self.fig.get_layout_engine() is not None:
+            self.fig.set_layout_engine("none")
 
     def _watch(self, *controls: widgets.Widget) -> None:
         """Redraw whenever one of ``controls`` changes value."""

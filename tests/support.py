@@ -1,0 +1,55 @@
+"""Seeded inputs in numpy or torch, and the PyTorch oracle, for the library's tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+LIBS = ["numpy", "torch"]
+
+
+def make(shape, lib="numpy", dtype="float64", seed=0):
+    """Seeded standard-normal array of ``shape`` as a numpy array or torch tensor."""
+    x = np.random.default_rng(seed).standard_normal(shape)
+    if lib == "numpy":
+        return x.astype(dtype)
+    import torch
+
+    return torch.from_numpy(x).to(getattr(torch, dtype))
+
+
+def as_lib(x, lib):
+    """A numpy array as itself (numpy) or as a torch tensor sharing its data (torch)."""
+    if lib == "numpy":
+        return x
+    import torch
+
+    return torch.from_numpy(np.asarray(x))
+
+
+def to_numpy(x):
+    """numpy view of a numpy array or (detached, CPU, float64) torch tensor."""
+    if isinstance(x, np.ndarray):
+        return x
+    return x.detach().cpu().double().numpy()
+
+
+def qkv(lib, batch=(2, 3), length=5, keys=7, width=4, value_width=3, dtype="float64", seed=0):
+    """query (*batch, L, E), key (*batch, S, E), value (*batch, S, Ev)."""
+    return (
+        make((*batch, length, width), lib, dtype, seed),
+        make((*batch, keys, width), lib, dtype, seed + 1),
+        make((*batch, keys, value_width), lib, dtype, seed + 2),
+    )
+
+
+def torch_sdpa(query, key, value, **kwargs):
+    """PyTorch's own SDPA on numpy or torch inputs, returned as float64 numpy (the oracle)."""
+    import torch
+    import torch.nn.functional as F
+
+    def t(x):
+        return x if x is None or isinstance(x, torch.Tensor) else torch.from_numpy(np.array(x))
+
+    mask = kwargs.pop("attn_mask", None)
+    out = F.scaled_dot_product_attention(t(query), t(key), t(value), attn_mask=t(mask), **kwargs)
+    return to_numpy(out)
