@@ -95,7 +95,8 @@ class _HostPeak:
     a large one for the timed runs, so they keep their fast reuse.
     """
 
-    M_MMAP_THRESHOLD = -3  # mallopt parameter number, from glibc's malloc.h
+    M_TRIM_THRESHOLD = -1  # mallopt parameter numbers, from glibc's malloc.h
+    M_MMAP_THRESHOLD = -3
 
     def __init__(self) -> None:
         import ctypes
@@ -124,7 +125,10 @@ class _HostPeak:
         if self.libc is None:
             return None  # no way to read a per-run peak here
         peak = (self._status_kib("VmHWM") - self.base) / 1024
+        # back to the steady state glibc's dynamic threshold reaches on its own:
+        # blocks up to 32 MiB reused from the heap, trimmed only beyond 64 MiB
         self.libc.mallopt(self.M_MMAP_THRESHOLD, 32 * MiB)
+        self.libc.mallopt(self.M_TRIM_THRESHOLD, 64 * MiB)
         return peak
 
 
