@@ -13,9 +13,10 @@ from typing import Any
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["Explorer"]
+__all__ = ["Explorer", "key_weight_bars"]
 
 
 class Explorer:
@@ -78,3 +79,17 @@ class Explorer:
 
                 display(self.fig)
         return widgets.VBox([widgets.HBox(self.controls), view])
+
+
+def key_weight_bars(ax: Any, keys: int, xlabel: str, ylabel: str) -> Any:
+    """One query's weights over ``keys`` keys as bars (heights 0 until updated),
+    with the uniform share 1/keys marked; returns the bar container."""
+    positions = np.arange(1, keys + 1)  # (keys,)
+    bars = ax.bar(positions, np.zeros(keys), color="tab:orange")
+    ax.axhline(1 / keys, color="gray", ls="--", lw=1, label=f"uniform 1/{keys}")
+    ax.set_ylim(0, 1.05)
+    ax.set_xticks(positions)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(loc="upper right", fontsize=8)
+    return bars

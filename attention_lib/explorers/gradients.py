@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from ..normalisers import softmax
 from ..scaling_stats import POWER_OF_TWO_WIDTHS, sweep_widths
 from ..theory import RetrievalRun, jacobian_norms, softmax_jacobian
-from .base import Explorer
+from .base import Explorer, key_weight_bars
 from .controls import WidthAndScale
 
 __all__ = ["GradientExplorer", "training_figure"]
@@ -104,13 +104,7 @@ class GradientExplorer(WidthAndScale, Explorer):
         ax_curve.set_ylabel("‖J‖ (Frobenius) over rows")
         ax_curve.legend(loc="lower left", fontsize=8, ncols=3)
 
-        self.weight_bars = ax_w.bar(np.arange(1, keys + 1), np.zeros(keys), color="tab:orange")
-        ax_w.axhline(1 / keys, color="gray", ls="--", lw=1, label=f"uniform 1/{keys}")
-        ax_w.set_ylim(0, 1.05)
-        ax_w.set_xticks(np.arange(1, keys + 1))
-        ax_w.set_xlabel("key j")
-        ax_w.set_ylabel("attention weight p_j")
-        ax_w.legend(loc="upper right", fontsize=8)
+        self.weight_bars = key_weight_bars(ax_w, keys, "key j", "attention weight p_j")
 
         ticks = np.arange(keys)
         self.heatmap = ax_j.imshow(

@@ -16,7 +16,7 @@ from matplotlib.ticker import MaxNLocator
 
 from ..normalisers import softmax
 from ..scaling_stats import POWER_OF_TWO_WIDTHS, WeightStats, sweep_widths
-from .base import Explorer
+from .base import Explorer, key_weight_bars
 from .controls import WidthAndScale
 
 __all__ = ["ScalingExplorer"]
@@ -82,13 +82,7 @@ class ScalingExplorer(WidthAndScale, Explorer):
         ax_hist.legend(loc="upper right", fontsize=8)
 
         # one example query's weights over the keys
-        self.key_bars = ax_keys.bar(np.arange(1, keys + 1), np.zeros(keys), color="tab:orange")
-        ax_keys.axhline(1 / keys, color="gray", ls="--", lw=1, label=f"uniform 1/{keys}")
-        ax_keys.set_ylim(0, 1.05)
-        ax_keys.set_xticks(np.arange(1, keys + 1))
-        ax_keys.set_xlabel("key")
-        ax_keys.set_ylabel("attention weight")
-        ax_keys.legend(loc="upper right", fontsize=8)
+        self.key_bars = key_weight_bars(ax_keys, keys, "key", "attention weight")
 
         # mean top weight and mean entropy against d, with the two usual rules for reference
         references = {"none": self.sweep.stats("none"), "1/sqrt(d)": self.sweep.stats("1/sqrt(d)")}
