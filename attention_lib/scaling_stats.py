@@ -107,10 +107,17 @@ class WidthSweep:
     trials: int
     keys: int
     logits: dict[int, np.ndarray] = field(repr=False)
+    # scales per width -> stats: a slider move asks again for curves it has drawn before
+    _computed: dict[tuple[float, ...], list[WeightStats]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def stats(self, rule: str, multiplier: float = 1.0) -> list[WeightStats]:
-        """`WeightStats` at every width under a named rule (see `scale_for`)."""
-        return self.stats_for_scales([scale_for(rule, d, multiplier) for d in self.widths])
+        """`WeightStats` at every width under a named rule (see `scale_for`); remembered."""
+        scales = tuple(scale_for(rule, d, multiplier) for d in self.widths)
+        if scales not in self._computed:
+            self._computed[scales] = self.stats_for_scales(scales)
+        return self._computed[scales]
 
     def stats_for_scales(self, scales: Sequence[float]) -> list[WeightStats]:
         """`WeightStats` at every width, ``scales[i]`` multiplying the logits of ``widths[i]``."""

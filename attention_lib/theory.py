@@ -249,6 +249,27 @@ def jacobian_row_norms(scores: Any) -> Any:
 _STATISTICS = {"mean": np.mean, "median": np.median}
 
 
+def jacobian_norm_table(sweep: WidthSweep, rule: str, multiplier: float = 1.0) -> np.ndarray:
+    """`jacobian_row_norms` of every trial at every width of ``sweep``: (widths, trials).
+
+    The arguments are those of `jacobian_norms`, which reduces this table;
+    compute it once to take both the mean and the median.
+    """
+    return np.stack(
+        [
+            np.asarray(jacobian_row_norms(sweep.logits[d] * scale_for(rule, d, multiplier)))
+            for d in sweep.widths
+        ]
+    )  # (widths, trials)
+
+
+def reduce_norms(table: np.ndarray, statistic: str = "mean") -> np.ndarray:
+    """The mean or median of a `jacobian_norm_table` over its trials: (widths,)."""
+    if statistic not in _STATISTICS:
+        raise ValueError(f"statistic must be one of {list(_STATISTICS)}, got {statistic!r}")
+    return _STATISTICS[statistic](table, axis=-1)
+
+
 def jacobian_norms(
     sweep: WidthSweep, rule: str, multiplier: float = 1.0, statistic: str = "mean"
 ) -> np.ndarray:
@@ -263,15 +284,9 @@ def jacobian_norms(
     float64. Raises ValueError for an unknown rule or statistic, or a bad
     multiplier.
     """
-    if statistic not in _STATISTICS:
+    if statistic not in _STATISTICS:  # before the work, not after
         raise ValueError(f"statistic must be one of {list(_STATISTICS)}, got {statistic!r}")
-    reduce = _STATISTICS[statistic]
-    return np.array(
-        [
-            reduce(jacobian_row_norms(sweep.logits[d] * scale_for(rule, d, multiplier)))
-            for d in sweep.widths
-        ]
-    )
+    return reduce_norms(jacobian_norm_table(sweep, rule, multiplier), statistic)
 
 
 # -- 4. a saturated head in training -------------------------------------------------

@@ -53,3 +53,31 @@ def torch_sdpa(query, key, value, **kwargs):
     mask = kwargs.pop("attn_mask", None)
     out = F.scaled_dot_product_attention(t(query), t(key), t(value), attn_mask=t(mask), **kwargs)
     return to_numpy(out)
+
+
+def control_values(control):
+    """A few values a learner can give ``control``: its ends and middle, or every option."""
+    import ipywidgets as widgets
+
+    if isinstance(control, widgets.Checkbox):
+        return [not control.value, control.value]
+    options = getattr(control, "_options_values", None)
+    if options is not None:
+        options = list(options)
+        if len(options) <= 4:
+            return options
+        return [options[0], options[len(options) // 2], options[-1]]
+    low, high = control.min, control.max
+    if isinstance(control, widgets.FloatLogSlider):
+        return [control.base**low, control.base ** ((low + high) / 2), control.base**high]
+    middle = (low + high) / 2
+    return [low, int(middle) if isinstance(control.value, int) else middle, high]
+
+
+def frame_and_full_draw(explorer):
+    """The blitted frame the explorer just sent, and a full redraw of the same state (RGBA)."""
+    canvas = explorer.fig.canvas
+    frame = np.asarray(canvas.buffer_rgba()).copy()  # (H, W, 4)
+    canvas.draw()
+    full = np.asarray(canvas.buffer_rgba()).copy()  # (H, W, 4)
+    return frame, full

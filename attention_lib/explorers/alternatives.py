@@ -95,6 +95,11 @@ class AlternativesExplorer(Explorer):
             value=0.1, base=10, min=-2, max=0, step=0.1, description="τ (cosine)"
         )
         self._watch(self.width, self.multiplier, self.tau)
+        self.live = [
+            *self.images.values(),
+            *(ax.title for ax in self.axes.values()),
+            self.suptitle,
+        ]
         self.update()
 
     def inputs(self) -> tuple[np.ndarray, np.ndarray]:

@@ -5,6 +5,13 @@ widget and `Explorer.widget` stacks it under the controls; callbacks then send
 only widget messages, which nbval and the browser tests both handle. Under a
 non-interactive backend (the tests, ``Agg``) the same object works without a
 display: set a control's value and inspect the artists.
+
+A slider move is sent as a blitted frame: the figure without its ``live``
+artists (axes, ticks, legends: most of the text) is drawn once and cached, and
+each move restores that background and draws only the live artists on it.
+ipympl then sends the browser just the pixels that changed. A full redraw of
+the figures cost 130-425 ms per move on the 2-core course machine
+(benchmarks/latency.py), most of it text.
 """
 
 from __future__ import annotations
@@ -14,6 +21,9 @@ from typing import Any
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.artist import Artist
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.backends.backend_webagg_core import FigureCanvasWebAggCore
 from matplotlib.figure import Figure
 
 __all__ = ["Explorer", "key_weight_bars"]
@@ -23,30 +33,72 @@ class Explorer:
     """Base class: subclasses draw in ``__init__`` and redraw in `update`.
 
     Subclasses call `_make_figure` once, create their controls, pass them to
-    `_watch`, then call `update` once to draw the first state.
+    `_watch`, list in ``self.live`` every artist `update` changes (whole axes
+    where their limits or ticks change), then call `update` once to draw the
+    first state. Anything not in ``live`` is drawn from the cached background,
+    so an artist `update` changes but ``live`` omits would show stale pixels:
+    the tests compare every blitted frame with a full redraw.
     """
 
     fig: Figure
     controls: list[widgets.Widget]
+    live: list[Artist]
+    #: True: send each update as a blitted frame; False: ask for a full redraw
+    #: (``draw_idle``); None: blit where the canvas sends frames to a browser (ipympl).
+    blit: bool | None = None
 
     def _make_figure(self, **kwargs: Any) -> Figure:
         """A new figure that pyplot will not display on its own (we place the canvas)."""
         with plt.ioff():
             self.fig = plt.figure(**kwargs)
         self.controls = []
-        self._freeze_id = self.fig.canvas.mpl_connect("draw_event", self._freeze_layout)
+        self.live = []
+        self._laid_out = False
+        self._background: Any = None  # the canvas region without the live artists
+        self._shown = False  # a full frame has been drawn on the canvas (not for a savefig)
+        self._drawing_background = False
+        self.fig.canvas.mpl_connect("draw_event", self._on_draw)
         return self.fig
 
-    def _freeze_layout(self, _event: Any) -> None:
-        """After the first draw, keep the laid-out positions.
+    def _on_draw(self, _event: Any) -> None:
+        """Freeze the layout after the first draw; drop the background after any other draw.
 
         Re-running constrained layout on every slider move roughly doubled
         the redraw time (measured in benchmarks/latency.py); the artists
-        move, the axes need not.
+        move, the axes need not. A full draw we did not start (the browser
+        resized the canvas, changed its pixel ratio, or a savefig) may have
+        changed the size or the static artists, so the next frame redraws the
+        background.
         """
-        self.fig.canvas.mpl_disconnect(self._freeze_id)
-        if self.fig.get_layout_engine() is not None:
-            self.fig.set_layout_engine("none")
+        if not self._laid_out:
+            self._laid_out = True
+            if self.fig.get_layout_engine() is not None:
+                self.fig.set_layout_engine("none")
+        if not self._drawing_background:
+            self._background = None
+            if not self.fig.canvas.is_saving():
+                self._shown = True
+                if self.blits:
+                    self._prepare_background_soon()
+
+    def _prepare_background_soon(self) -> None:
+        """Draw the background once the event loop is free, so the first move is fast too.
+
+        Without this the first move after the figure appears (or is resized)
+        draws the whole background: about 200-300 ms more on this machine. A
+        canvas without an event loop (Agg) has timers that never fire; its
+        first frame draws the background instead.
+        """
+        timer = self.fig.canvas.new_timer(interval=50)
+        timer.single_shot = True
+
+        def prepare() -> None:
+            if self._background is None:
+                self._draw_background()
+
+        timer.add_callback(prepare)
+        timer.start()
+        self._background_timer = timer  # keep it alive until it fires
 
     def _watch(self, *controls: widgets.Widget) -> None:
         """Redraw whenever one of ``controls`` changes value."""
@@ -56,7 +108,72 @@ class Explorer:
 
     def _on_change(self, _change: dict[str, Any]) -> None:
         self.update()
-        self.fig.canvas.draw_idle()
+        self.refresh()
+
+    @property
+    def blits(self) -> bool:
+        """Whether `refresh` sends a blitted frame rather than asking for a full redraw."""
+        if not self.live:
+            return False
+        if self.blit is not None:
+            return self.blit
+        return isinstance(self.fig.canvas, FigureCanvasWebAggCore)
+
+    def refresh(self) -> None:
+        """Show the artists' current state: a blitted frame, or a full redraw on request.
+
+        Until the canvas has drawn one full frame (in JupyterLab: until the
+        browser's view asked for it) a move asks for a full redraw: ipympl's
+        view shows nothing if its first image is a frame sent before it was
+        ready (seen when "Run All" moved a control in a later cell).
+        """
+        if not (self.blits and self._shown):
+            self.fig.canvas.draw_idle()
+            return
+        canvas = self.fig.canvas
+        if self._background is None:
+            self._draw_background()
+        else:
+            canvas.restore_region(self._background)
+        for artist in self.drawing_order():
+            self.fig.draw_artist(artist)  # an invisible artist draws nothing
+        canvas.blit(self.fig.bbox)
+        # The canvas shows the current state. Left stale, the figure would be redrawn in full
+        # straight after: the comm package fires IPython's post_execute after every widget
+        # message, and pyplot then asks for a full draw of every stale figure.
+        self.fig.stale = False
+
+    def drawing_order(self) -> list[Artist]:
+        """What a frame draws over the background, in the order a full draw paints it.
+
+        The live artists, and the spines of every axes they sit in: a full
+        draw paints the frame (zorder 2.5) over bars and lines that touch it.
+        Sorted by zorder, ties as listed.
+        """
+        holders = {id(a.axes): a.axes for a in self.live if a.axes is not None and a.axes is not a}
+        spines = [spine for ax in holders.values() for spine in ax.spines.values()]
+        once = dict.fromkeys([*self.live, *spines])  # an artist drawn twice darkens its edges
+        return sorted(once, key=lambda artist: artist.get_zorder())
+
+    def _draw_background(self) -> None:
+        """Draw the figure without its live artists and keep the pixels."""
+        canvas = self.fig.canvas
+        if not self._laid_out:
+            self.fig.draw_without_rendering()  # lay out with every artist in place, then freeze
+        # A draw skips animated artists (hiding them instead would move axes titles, which
+        # are placed by their visible extent), so mark the live ones for this draw only.
+        drawn_per_frame = self.drawing_order()  # not in the background
+        for artist in drawn_per_frame:
+            artist.set_animated(True)
+        self._drawing_background = True
+        try:
+            # Agg's own draw: the webagg canvas's draw would also send this half-drawn frame
+            FigureCanvasAgg.draw(canvas)
+        finally:
+            self._drawing_background = False
+            for artist in drawn_per_frame:
+                artist.set_animated(False)
+        self._background = canvas.copy_from_bbox(self.fig.bbox)
 
     def update(self) -> None:
         """Update the drawn artists to the controls' current values."""

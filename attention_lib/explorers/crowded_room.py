@@ -228,7 +228,9 @@ class VolumeKnobExplorer(Explorer):
         colours = [_COLOURS[i % len(_COLOURS)] for i in range(n)]
         self.bars = ax.bar(labels, np.full(n, 1 / n), color=colours)
         self.labels = [ax.text(i, 0, "", ha="center", va="bottom") for i in range(n)]
-        ax.axhline(1 / n, color="grey", ls="--", lw=1, label=f"equal share (1/{n})")
+        self.equal_line = ax.axhline(
+            1 / n, color="grey", ls="--", lw=1, label=f"equal share (1/{n})"
+        )
         ax.set_ylim(0, 1.12)
         ax.set_ylabel("share of your attention")
         ax.set_xlabel("friend (how relevant what they say is to you)")
@@ -247,6 +249,7 @@ class VolumeKnobExplorer(Explorer):
             layout={"width": "420px"},
         )
         self._watch(self.volume)
+        self.live = [*self.bars, self.equal_line, *self.labels, ax.title]
         self.update()
 
     def update(self) -> None:
@@ -326,6 +329,15 @@ class ThreeStepsExplorer(Explorer):
             style={"description_width": "initial"},
         )
         self._watch(self.turn_down)
+        self.live = [
+            *self.down_bars,
+            *self.down_labels,
+            *self.share_bars,
+            *self.share_labels,
+            *self.mix_bars,
+            axes[0, 1].title,
+            axes[1, 0].title,
+        ]
         self.update()
 
     @staticmethod
@@ -410,7 +422,9 @@ class SlotsExplorer(Explorer):
         ranks = [["loudest", "2nd", "3rd"][i] if i < 3 else f"{i + 1}th" for i in range(keys)]
         self.share_bars = ax.bar(ranks, np.full(keys, 1 / keys), color=_COLOURS[1])
         self.top_label = ax.text(0, 0, "", ha="center", va="bottom")
-        ax.axhline(1 / keys, color="grey", ls="--", lw=1, label=f"equal share (1/{keys})")
+        self.equal_line = ax.axhline(
+            1 / keys, color="grey", ls="--", lw=1, label=f"equal share (1/{keys})"
+        )
         ax.set_ylim(0, 1.1)
         ax.set_xlabel(f"voices in a room of {keys}, loudest first")
         ax.set_ylabel(f"average share over {trials} rooms")
@@ -429,6 +443,16 @@ class SlotsExplorer(Explorer):
             style={"description_width": "initial"},
         )
         self._watch(self.slots, self.divide)
+        self.live = [
+            *self.hist_bars,
+            *self.spread_lines,
+            self.ax_hist.get_legend(),  # the spread lines cross it
+            self.ax_hist.title,
+            *self.share_bars,
+            self.equal_line,
+            self.top_label,
+            self.ax_share.title,
+        ]
         self.update()
 
     def update(self) -> None:
@@ -528,6 +552,13 @@ class NudgeExplorer(Explorer):
             layout={"width": "360px"},
         )
         self._watch(self.who, self.nudge)
+        self.live = [
+            *self.after_bars["calm"],
+            *self.after_bars["loud"],
+            *self.moved_bars,
+            *self.moved_labels,
+            self.ax_moved.title,
+        ]
         self.update()
 
     def update(self) -> None:

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 
 from ..normalisers import softmax
 from ..scaling_stats import POWER_OF_TWO_WIDTHS, sweep_widths
-from ..theory import RetrievalRun, jacobian_norms, softmax_jacobian
+from ..theory import RetrievalRun, jacobian_norm_table, reduce_norms, softmax_jacobian
 from .base import Explorer, key_weight_bars
 from .controls import WidthAndScale
 
@@ -38,7 +38,6 @@ _HEADLINES = {
 # J's entries lie in [-1/4, 1/4]: p_i (1 - p_i) <= 1/4 on the diagonal, -p_i p_j >= -1/4 off it
 _CLIM = 0.25
 _NORM_FLOOR = 1e-7  # bottom of the log axis for the norm
-_STATISTICS = ("mean", "median")
 
 
 class GradientExplorer(WidthAndScale, Explorer):
@@ -65,20 +64,19 @@ class GradientExplorer(WidthAndScale, Explorer):
         self.sweep = sweep_widths(POWER_OF_TWO_WIDTHS, trials=trials, keys=keys, seed=seed)
         self.keys = keys
         self.example = example
-        self._fixed_curves = {
-            (rule, stat): jacobian_norms(self.sweep, rule, statistic=stat)
-            for rule in _FIXED_RULES
-            for stat in _STATISTICS
+        # (rule, multiplier or None) -> (widths, trials) row norms; a move reduces, not recomputes
+        self._norm_tables = {
+            (rule, None): jacobian_norm_table(self.sweep, rule) for rule in _FIXED_RULES
         }
         widths = np.array(self.sweep.widths)
 
-        fig = self._make_figure(figsize=(9, 6.4), layout="constrained")
+        fig = self._make_figure(figsize=(9, 7.2), layout="constrained")
         axes = fig.subplot_mosaic([["curve", "curve"], ["weights", "jacobian"]])
         ax_curve, ax_w, ax_j = axes["curve"], axes["weights"], axes["jacobian"]
         self.axes = (ax_curve, ax_w, ax_j)
 
         for rule, style, label in (("none", "--", "none"), ("1/sqrt(d)", ":", "1/√d")):
-            curve = self._fixed_curves[rule, "mean"]
+            curve = reduce_norms(self._norm_tables[rule, None], "mean")
             ax_curve.plot(widths, curve, style, color="gray", lw=1.2, label=f"{label}: mean")
         placeholder = np.full(len(widths), 0.1)  # (widths,), replaced by update()
         self.norm_line, self.median_line = (
@@ -102,7 +100,8 @@ class GradientExplorer(WidthAndScale, Explorer):
         ax_curve.axhline(0.5, color="tab:green", lw=0.8, label="largest possible (two keys tied)")
         ax_curve.set_xlabel("head width d")
         ax_curve.set_ylabel("‖J‖ (Frobenius) over rows")
-        ax_curve.legend(loc="lower left", fontsize=8, ncols=3)
+        # beside the curves, not over them: a frame then need not redraw its nine entries
+        ax_curve.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=8, ncols=4)
 
         self.weight_bars = key_weight_bars(ax_w, keys, "key j", "attention weight p_j")
 
@@ -115,17 +114,35 @@ class GradientExplorer(WidthAndScale, Explorer):
         ax_j.set_xlabel("score s_j moved")
         ax_j.set_ylabel("weight p_i that responds")
         fig.colorbar(self.heatmap, ax=ax_j, label="∂p_i/∂s_j")
+        self.headline = fig.suptitle("", fontsize=11)
 
         self._make_width_and_scale(self.sweep.widths, width)
         self._watch(self.width, self.rule, self.multiplier)
+        self.live = [
+            self.norm_line,
+            self.median_line,
+            self.norm_marker,
+            self.median_marker,
+            *ax_curve.lines[-1:],  # the largest possible norm, drawn over the curves
+            ax_curve.title,
+            *self.weight_bars,
+            *ax_w.lines,
+            ax_w.get_legend(),
+            ax_w.title,
+            self.heatmap,
+            ax_j.title,
+            self.headline,
+        ]
         self.update()
 
     # -- numbers -----------------------------------------------------------------
     def curve(self, statistic: str = "mean") -> np.ndarray:
         """Mean (or median) Jacobian norm at every width under the current rule, (widths,)."""
-        if (self.rule.value, statistic) in self._fixed_curves:
-            return self._fixed_curves[self.rule.value, statistic]
-        return jacobian_norms(self.sweep, self.rule.value, self.multiplier.value, statistic)
+        rule = self.rule.value
+        key = (rule, self.multiplier.value if rule == "custom" else None)
+        if key not in self._norm_tables:
+            self._norm_tables[key] = jacobian_norm_table(self.sweep, rule, self.multiplier.value)
+        return reduce_norms(self._norm_tables[key], statistic)
 
     def current_norm(self, statistic: str = "mean") -> float:
         """Mean (or median) Jacobian norm at the current width and rule."""
@@ -178,7 +195,7 @@ class GradientExplorer(WidthAndScale, Explorer):
         )
         ax_w.set_title(f"one query's weights: top {p.max():.2f}", fontsize=10)
         ax_j.set_title(f"its Jacobian: ‖J‖ = {np.linalg.norm(jac):.2g}", fontsize=10)
-        self.fig.suptitle(_HEADLINES[self.rule.value], fontsize=11)
+        self.headline.set_text(_HEADLINES[self.rule.value])
 
 
 def training_figure(unscaled: RetrievalRun, scaled: RetrievalRun, window: int = 10) -> Figure:

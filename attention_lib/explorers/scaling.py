@@ -33,6 +33,17 @@ _BINS = 40
 _TAIL = 0.995  # the histogram's range covers this share of the logits, symmetrically
 
 
+def _shares(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Histogram of ``logits`` over a symmetric range that fits their bulk, whatever their size.
+
+    Returns the bin edges (BINS + 1,) and each bin's share of the logits (BINS,).
+    """
+    half = float(np.quantile(np.abs(logits), _TAIL)) * 1.1
+    edges = np.linspace(-half, half, _BINS + 1)  # (BINS + 1,)
+    counts, _ = np.histogram(logits, bins=edges)  # (BINS,)
+    return edges, counts / logits.size
+
+
 class ScalingExplorer(WidthAndScale, Explorer):
     """Head width, scale rule and multiplier against the shape of the attention weights.
 
@@ -75,7 +86,10 @@ class ScalingExplorer(WidthAndScale, Explorer):
         self.hist_bars = ax_hist.bar(
             np.arange(_BINS), np.zeros(_BINS), width=1.0, align="edge", color="tab:blue"
         )
-        ax_hist.axvspan(-1, 1, color="tab:green", alpha=0.15, zorder=0, label="|logit| ≤ 1")
+        band = ax_hist.axvspan(-1, 1, color="tab:green", alpha=0.15, zorder=0, label="|logit| ≤ 1")
+        # The bins span the bulk of the logits whatever their scale, so a bin's share depends
+        # on d alone: one y-range fits every setting, and the y-axis need not be redrawn.
+        ax_hist.set_ylim(0, 1.15 * max(_shares(self.sweep.logits[d])[1].max() for d in widths))
         ax_hist.xaxis.set_major_locator(MaxNLocator(nbins=6, symmetric=True))
         ax_hist.set_xlabel("scaled logit  (q·k × scale)")
         ax_hist.set_ylabel("share of logits per bin")
@@ -106,18 +120,40 @@ class ScalingExplorer(WidthAndScale, Explorer):
                 (ax_ent, "o", "current d"),
             )
         )
-        ax_top.axhline(1 / keys, color="tab:green", lw=0.8, label=f"uniform (1/{keys}, ln {keys})")
+        uniform_lines = [
+            ax_top.axhline(
+                1 / keys, color="tab:green", lw=0.8, label=f"uniform (1/{keys}, ln {keys})"
+            ),
+            ax_ent.axhline(uniform_entropy, color="tab:green", lw=0.8),
+        ]
         ax_top.set_ylim(0, 1.05)
         ax_top.set_ylabel("mean top weight")
         ax_top.set_title("mean top weight (1 = one key takes all)", fontsize=10)
-        ax_ent.axhline(uniform_entropy, color="tab:green", lw=0.8)
         ax_ent.set_ylim(0, uniform_entropy * 1.1)
         ax_ent.set_ylabel("mean entropy (nats)")
         ax_ent.set_title("mean entropy (0 = one-hot)", fontsize=10)
         fig.legend(*ax_top.get_legend_handles_labels(), loc="lower center", ncols=5, fontsize=8)
+        self.headline = fig.suptitle("", fontsize=11)
 
         self._make_width_and_scale(self.sweep.widths, width)
         self._watch(self.width, self.rule, self.multiplier)
+        self.live = [
+            band,  # |logit| <= 1 moves as the x-range follows the logits
+            *self.hist_bars,
+            ax_hist.xaxis,
+            ax_hist.get_legend(),
+            ax_hist.title,
+            *self.key_bars,
+            *ax_keys.lines,  # the uniform share, drawn over the bars
+            ax_keys.get_legend(),
+            ax_keys.title,
+            self.top_line,
+            self.top_marker,
+            self.entropy_line,
+            self.entropy_marker,
+            *uniform_lines,  # drawn over the curves, which reach them under 1/d
+            self.headline,
+        ]
         self.update()
 
     # -- numbers -----------------------------------------------------------------
@@ -150,17 +186,12 @@ class ScalingExplorer(WidthAndScale, Explorer):
         d = self.width.value
         ax_hist, ax_keys = self.axes[:2]
 
-        # symmetric range that fits the bulk of the logits, whatever their size
-        half = float(np.quantile(np.abs(logits), _TAIL)) * 1.1
-        edges = np.linspace(-half, half, _BINS + 1)  # (BINS + 1,)
-        counts, _ = np.histogram(logits, bins=edges)  # (BINS,)
-        shares = counts / logits.size  # (BINS,)
+        edges, shares = _shares(logits)  # (BINS + 1,), (BINS,)
         for bar, left, h in zip(self.hist_bars, edges[:-1], shares, strict=True):
             bar.set_x(left)
             bar.set_width(edges[1] - edges[0])
             bar.set_height(h)
-        ax_hist.set_xlim(-half, half)
-        ax_hist.set_ylim(0, shares.max() * 1.15)
+        ax_hist.set_xlim(edges[0], edges[-1])
         ax_hist.set_title(f"logits at d = {d}: std {logits.std():#.3g}", fontsize=10)
 
         weights = softmax(logits[self.example], axis=-1)  # (keys,) one query's weights
@@ -176,4 +207,4 @@ class ScalingExplorer(WidthAndScale, Explorer):
         self.top_marker.set_data([d], [curve[i].top])
         self.entropy_line.set_ydata([s.entropy for s in curve])
         self.entropy_marker.set_data([d], [curve[i].entropy])
-        self.fig.suptitle(_HEADLINES[self.rule.value], fontsize=11)
+        self.headline.set_text(_HEADLINES[self.rule.value])

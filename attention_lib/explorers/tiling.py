@@ -113,6 +113,19 @@ class OnlineSoftmaxExplorer(Explorer):
             value=1, min=1, max=n, description="scores read", continuous_update=True
         )
         self._watch(self.step)
+        self.live = [
+            *self.score_bars,
+            self.max_line,
+            *ax_scores.lines,
+            ax_scores.get_legend(),
+            *self.rescale_bars,
+            *ax_rescale.lines,
+            self.sum_line,
+            self.sum_marker,
+            *self.online_bars,
+            ax_w.get_legend(),
+            self.readout,
+        ]
         self.update()
 
     def max_difference(self) -> float:
@@ -295,6 +308,15 @@ class TilingExplorer(Explorer):
         self.causal = widgets.Checkbox(value=False, description="causal")
         self.step = widgets.IntSlider(value=0, min=0, max=1, description="tiles done")
         self._watch(self.block_q, self.block_k, self.causal, self.step)
+        self.live = [
+            self.cells,
+            self.skipped,
+            self.tile_edges,
+            self.current_box,
+            *self.row_cells,
+            *self.memory_bars,
+            self.readout,
+        ]
         self._sync_step()
         self.update()
 
