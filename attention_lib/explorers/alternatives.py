@@ -83,7 +83,10 @@ class AlternativesExplorer(Explorer):
         for ax in axes[:, 0]:
             ax.set_ylabel("query")
         fig.colorbar(self.images["softmax"], ax=axes, label="attention weight", shrink=0.8)
-        self.suptitle = fig.suptitle("")
+        for ax in self.axes.values():
+            ax.set_title("", fontsize=8)  # update() changes the text only
+        self.suptitle = fig.suptitle("", fontsize=9)
+        self._projections: dict[int, np.ndarray] = {}  # width -> Performer's (m, d) projection
 
         self.width = widgets.SelectionSlider(
             options=[(str(d), d) for d in _WIDTHS], value=width, description="head width d"
@@ -118,7 +121,9 @@ class AlternativesExplorer(Explorer):
         d = q.shape[-1]
         logits = q @ k.T * self.scale  # (L, S)
         root = math.sqrt(self.scale)  # Performer estimates exp(q·k*scale) from q√s, k√s
-        projection = random_projection(d, _PERFORMER_FEATURES, seed=self.seed)  # (m, d)
+        if d not in self._projections:  # a QR per draw: keep one per width
+            self._projections[d] = random_projection(d, _PERFORMER_FEATURES, seed=self.seed)
+        projection = self._projections[d]  # (m, d)
         return {
             "softmax": softmax(logits),
             "softmax1": softmax1(logits),
@@ -147,9 +152,8 @@ class AlternativesExplorer(Explorer):
     def update(self) -> None:
         for name, w in self.weights().items():
             self.images[name].set_data(w)
-            self.axes[name].set_title(self._title(name, w), fontsize=8)
+            self.axes[name].title.set_text(self._title(name, w))
         self.suptitle.set_text(
             f"Same queries and keys, d = {self.width.value}, c = {self.multiplier.value:.2g}: "
             "sparsemax and entmax give exact zeros, softmax1 rows may sum below 1"
         )
-        self.suptitle.set_fontsize(9)

@@ -198,9 +198,10 @@ class Explorer:
         return widgets.VBox([widgets.HBox(self.controls), view])
 
 
-def key_weight_bars(ax: Any, keys: int, xlabel: str, ylabel: str) -> Any:
+def key_weight_bars(ax: Any, keys: int, xlabel: str, ylabel: str, legend: bool = True) -> Any:
     """One query's weights over ``keys`` keys as bars (heights 0 until updated),
-    with the uniform share 1/keys marked; returns the bar container."""
+    with the uniform share 1/keys marked (in a legend of its own unless
+    ``legend=False``: the caller lists the line elsewhere); returns the bar container."""
     positions = np.arange(1, keys + 1)  # (keys,)
     bars = ax.bar(positions, np.zeros(keys), color="tab:orange")
     ax.axhline(1 / keys, color="gray", ls="--", lw=1, label=f"uniform 1/{keys}")
@@ -208,5 +209,6 @@ def key_weight_bars(ax: Any, keys: int, xlabel: str, ylabel: str) -> Any:
     ax.set_xticks(positions)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.legend(loc="upper right", fontsize=8)
+    if legend:
+        ax.legend(loc="upper right", fontsize=8)
     return bars

@@ -55,7 +55,7 @@ class ScalingExplorer(WidthAndScale, Explorer):
     ``trials`` random queries, each against ``keys`` random keys, are drawn per
     width from ``seed``; ``example`` picks the query whose weights are drawn.
 
-    Artists the tests read: ``hist_bars`` (the logit histogram), ``key_bars``
+    Artists the tests read: ``hist`` (the logit histogram, a StepPatch), ``key_bars``
     (one query's weights), ``top_line``/``top_marker`` and
     ``entropy_line``/``entropy_marker`` (the curves against d and the current
     point).
@@ -82,21 +82,24 @@ class ScalingExplorer(WidthAndScale, Explorer):
         ax_hist, ax_keys, ax_top, ax_ent = fig.subplots(2, 2, gridspec_kw=grid).ravel()
         self.axes = (ax_hist, ax_keys, ax_top, ax_ent)
 
-        # histogram: a fixed set of bars whose positions and heights move
-        self.hist_bars = ax_hist.bar(
-            np.arange(_BINS), np.zeros(_BINS), width=1.0, align="edge", color="tab:blue"
+        # histogram: one filled step outline whose bin edges and heights move (one path to draw)
+        self.hist = ax_hist.stairs(
+            np.zeros(_BINS), np.arange(_BINS + 1.0), fill=True, color="tab:blue"
         )
-        band = ax_hist.axvspan(-1, 1, color="tab:green", alpha=0.15, zorder=0, label="|logit| ≤ 1")
+        band = ax_hist.axvspan(
+            -1, 1, color="tab:green", alpha=0.15, zorder=0, label="|logit| ≤ 1 (histogram)"
+        )
         # The bins span the bulk of the logits whatever their scale, so a bin's share depends
         # on d alone: one y-range fits every setting, and the y-axis need not be redrawn.
         ax_hist.set_ylim(0, 1.15 * max(_shares(self.sweep.logits[d])[1].max() for d in widths))
         ax_hist.xaxis.set_major_locator(MaxNLocator(nbins=6, symmetric=True))
         ax_hist.set_xlabel("scaled logit  (q·k × scale)")
         ax_hist.set_ylabel("share of logits per bin")
-        ax_hist.legend(loc="upper right", fontsize=8)
 
         # one example query's weights over the keys
-        self.key_bars = key_weight_bars(ax_keys, keys, "key", "attention weight")
+        self.key_bars = key_weight_bars(ax_keys, keys, "key", "attention weight", legend=False)
+        # drawn like the uniform lines below, so their one legend entry covers it
+        ax_keys.lines[0].set(color="tab:green", linestyle="-", linewidth=0.8)
 
         # mean top weight and mean entropy against d, with the two usual rules for reference
         references = {"none": self.sweep.stats("none"), "1/sqrt(d)": self.sweep.stats("1/sqrt(d)")}
@@ -132,20 +135,22 @@ class ScalingExplorer(WidthAndScale, Explorer):
         ax_ent.set_ylim(0, uniform_entropy * 1.1)
         ax_ent.set_ylabel("mean entropy (nats)")
         ax_ent.set_title("mean entropy (0 = one-hot)", fontsize=10)
-        fig.legend(*ax_top.get_legend_handles_labels(), loc="lower center", ncols=5, fontsize=8)
+        # one legend for all panels, below them: none lies over a line or bar that moves
+        handles, labels = ax_top.get_legend_handles_labels()
+        fig.legend(
+            [*handles, band], [*labels, band.get_label()], loc="lower center", ncols=3, fontsize=8
+        )
         self.headline = fig.suptitle("", fontsize=11)
 
         self._make_width_and_scale(self.sweep.widths, width)
         self._watch(self.width, self.rule, self.multiplier)
         self.live = [
             band,  # |logit| <= 1 moves as the x-range follows the logits
-            *self.hist_bars,
+            self.hist,
             ax_hist.xaxis,
-            ax_hist.get_legend(),
             ax_hist.title,
             *self.key_bars,
             *ax_keys.lines,  # the uniform share, drawn over the bars
-            ax_keys.get_legend(),
             ax_keys.title,
             self.top_line,
             self.top_marker,
@@ -187,10 +192,7 @@ class ScalingExplorer(WidthAndScale, Explorer):
         ax_hist, ax_keys = self.axes[:2]
 
         edges, shares = _shares(logits)  # (BINS + 1,), (BINS,)
-        for bar, left, h in zip(self.hist_bars, edges[:-1], shares, strict=True):
-            bar.set_x(left)
-            bar.set_width(edges[1] - edges[0])
-            bar.set_height(h)
+        self.hist.set_data(shares, edges)
         ax_hist.set_xlim(edges[0], edges[-1])
         ax_hist.set_title(f"logits at d = {d}: std {logits.std():#.3g}", fontsize=10)
 
