@@ -91,7 +91,11 @@ def weight_stats(logits: np.ndarray, scale: float) -> WeightStats:
 
     ``logits`` has shape (trials, keys); the weights are `softmax` of each row.
     """
-    weights = softmax(logits * scale, axis=-1)  # (N, keys)
+    return _summarise(softmax(logits * scale, axis=-1))
+
+
+def _summarise(weights: np.ndarray) -> WeightStats:
+    """Mean top weight and mean entropy of weights (trials, keys)."""
     return WeightStats(float(weights.max(axis=-1).mean()), float(entropy(weights).mean()))
 
 
@@ -121,12 +125,19 @@ class WidthSweep:
 
     def stats_for_scales(self, scales: Sequence[float]) -> list[WeightStats]:
         """`WeightStats` at every width, ``scales[i]`` multiplying the logits of ``widths[i]``."""
+        scaled = self.scaled(scales)  # (widths, trials, keys)
+        weights = softmax(scaled, axis=-1)  # one call for every width: a slider move waits on it
+        return [_summarise(w) for w in weights]
+
+    def scaled(self, scales: Sequence[float]) -> np.ndarray:
+        """Every width's logits times its scale, stacked: (widths, trials, keys)."""
         if len(scales) != len(self.widths):
             raise ValueError(
                 f"need one scale per width ({len(self.widths)} widths {self.widths}), "
                 f"got {len(scales)}"
             )
-        return [weight_stats(self.logits[d], s) for d, s in zip(self.widths, scales, strict=True)]
+        stacked = np.stack([self.logits[d] for d in self.widths])  # (widths, trials, keys)
+        return stacked * np.asarray(scales, dtype=float)[:, None, None]
 
 
 def sweep_widths(

@@ -255,12 +255,8 @@ def jacobian_norm_table(sweep: WidthSweep, rule: str, multiplier: float = 1.0) -
     The arguments are those of `jacobian_norms`, which reduces this table;
     compute it once to take both the mean and the median.
     """
-    return np.stack(
-        [
-            np.asarray(jacobian_row_norms(sweep.logits[d] * scale_for(rule, d, multiplier)))
-            for d in sweep.widths
-        ]
-    )  # (widths, trials)
+    scales = [scale_for(rule, d, multiplier) for d in sweep.widths]
+    return np.asarray(jacobian_row_norms(sweep.scaled(scales)))  # (widths, trials), one call
 
 
 def reduce_norms(table: np.ndarray, statistic: str = "mean") -> np.ndarray:
