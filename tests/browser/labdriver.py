@@ -600,6 +600,9 @@ class NotebookPage:
         TimeoutError (Playwright's) if the figure does not redraw in time.
         """
         box = control["box"]
+        # A figure still taking in its first frames (right after Run All) would make a
+        # late image of the old state look like this move's redraw.
+        self._settle(box)
         before = self.canvas(box)
         since = self.page.evaluate("() => performance.now()")
         element = self._locator(control)
