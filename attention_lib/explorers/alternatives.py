@@ -68,7 +68,7 @@ class AlternativesExplorer(Explorer):
         self.key_pool = rng.standard_normal((keys, _WIDTHS[-1]))  # (S, 256)
         self.seed = seed
 
-        fig = self._make_figure(figsize=(9, 5.4), layout="constrained")
+        fig = self._make_figure(figsize=(8, 4.9), layout="constrained")
         axes = fig.subplots(2, 4, sharex=True, sharey=True)
         self.axes = dict(zip(PANELS, axes.ravel(), strict=True))
         self.images = {}

@@ -275,7 +275,7 @@ class ThreeStepsExplorer(Explorer):
     """
 
     def __init__(self) -> None:
-        fig = self._make_figure(figsize=(9, 6.2), layout="constrained")
+        fig = self._make_figure(figsize=(8, 5.6), layout="constrained")
         axes = fig.subplots(2, 2)
         self.axes = axes
         self.steps = three_steps()
@@ -405,7 +405,7 @@ class SlotsExplorer(Explorer):
         self._k_rooms = rng.normal(size=(trials, keys, widest))  # (T, keys, 256)
         self.keys = keys
 
-        fig = self._make_figure(figsize=(9, 4.2), layout="constrained")
+        fig = self._make_figure(figsize=(8, 3.9), layout="constrained")
         self.ax_hist, self.ax_share = fig.subplots(1, 2, width_ratios=(1.25, 1))
         ax = self.ax_hist
         centres = (self.BIN_EDGES[:-1] + self.BIN_EDGES[1:]) / 2  # (64,)
@@ -507,7 +507,7 @@ class NudgeExplorer(Explorer):
         self.before = {room: softmax(scores) for room, scores in self.rooms.items()}
         n = len(self.names)
 
-        fig = self._make_figure(figsize=(9, 4.4), layout="constrained")
+        fig = self._make_figure(figsize=(8, 4.0), layout="constrained")
         axes = fig.subplots(1, 3, width_ratios=(1, 1, 0.8))
         self.room_axes = dict(zip(self.rooms, axes[:2], strict=True))
         self.after_bars = {}

@@ -70,7 +70,7 @@ class GradientExplorer(WidthAndScale, Explorer):
         }
         widths = np.array(self.sweep.widths)
 
-        fig = self._make_figure(figsize=(9, 7.2), layout="constrained")
+        fig = self._make_figure(figsize=(8, 6.6), layout="constrained")
         axes = fig.subplot_mosaic([["curve", "curve"], ["weights", "jacobian"]])
         ax_curve, ax_w, ax_j = axes["curve"], axes["weights"], axes["jacobian"]
         self.axes = (ax_curve, ax_w, ax_j)

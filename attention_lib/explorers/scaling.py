@@ -69,7 +69,7 @@ class ScalingExplorer(WidthAndScale, Explorer):
         self.example = example  # which trial's query the weights panel shows
         widths = np.array(self.sweep.widths)
 
-        fig = self._make_figure(figsize=(9, 6.6))
+        fig = self._make_figure(figsize=(8, 6.0))
         # a fixed layout: recomputing a constrained layout on every redraw would double its cost
         grid = {
             "left": 0.08,

@@ -59,7 +59,7 @@ class OnlineSoftmaxExplorer(Explorer):
         self.softmax = softmax(x)  # (n,) the ordinary softmax, the target
         steps = np.arange(1, n + 1)  # (n,) step t reads score t (1-based for the reader)
 
-        fig = self._make_figure(figsize=(9, 6.4))
+        fig = self._make_figure(figsize=(8, 5.8))
         grid = {"left": 0.08, "right": 0.98, "top": 0.86, "bottom": 0.09, "hspace": 0.55}
         ax_scores, ax_rescale, ax_sum, ax_w = fig.subplots(
             2, 2, gridspec_kw={**grid, "wspace": 0.25}
@@ -178,7 +178,7 @@ class OnlineSoftmaxExplorer(Explorer):
         weights = self.trace.weights(t - 1)  # (t,)
         for j, bar in enumerate(self.online_bars):
             bar.set_height(weights[j] if j < t else 0.0)
-        self.readout.set_text(self.describe())
+        self.readout.set_text(self.describe().replace("; ", "\n", 1))  # two lines fit the width
 
 
 # --- the tiled computation ------------------------------------------------------------
@@ -237,7 +237,7 @@ class TilingExplorer(Explorer):
         self._tiled: dict[tuple[int, int, bool], np.ndarray] = {}
         self._syncing = False
 
-        fig = self._make_figure(figsize=(9, 5.6))
+        fig = self._make_figure(figsize=(8, 5.1))
         ax_grid = fig.add_axes((0.07, 0.09, 0.5, 0.7))
         ax_rows = fig.add_axes((0.585, 0.09, 0.03, 0.7), sharey=ax_grid)
         ax_mem = fig.add_axes((0.72, 0.45, 0.26, 0.28))
