@@ -26,6 +26,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.backends.backend_webagg_core import FigureCanvasWebAggCore
 from matplotlib.figure import Figure
 
+from .frames import send_fast_frames
+
 __all__ = ["Explorer", "key_weight_bars"]
 
 
@@ -58,6 +60,7 @@ class Explorer:
         self._shown = False  # a full frame has been drawn on the canvas (not for a savefig)
         self._drawing_background = False
         self.fig.canvas.mpl_connect("draw_event", self._on_draw)
+        send_fast_frames(self.fig.canvas)
         return self.fig
 
     def _on_draw(self, _event: Any) -> None:
