@@ -21,9 +21,14 @@ pytestmark = pytest.mark.filterwarnings("error")
 @pytest.fixture
 def ipympl_canvas():
     """An ipympl canvas with a drawn figure; what it would send is kept in ``canvas.sent``."""
+    import matplotlib.pyplot as plt
+
+    backend = matplotlib.get_backend()
     pytest.importorskip("ipympl")
     from ipympl.backend_nbagg import Canvas
     from matplotlib.figure import Figure
+
+    plt.switch_backend(backend)  # importing ipympl made itself pyplot's backend for every test
 
     fig = Figure(figsize=(4, 3))
     canvas = Canvas(fig)
