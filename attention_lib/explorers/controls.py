@@ -52,6 +52,10 @@ class WidthAndScale:
         """The number the current width's raw logits are multiplied by."""
         return scale_for(self.rule.value, self.width.value, self.multiplier.value)
 
+    def setting(self) -> str:
+        """The current width and rule, as the explorers' `describe` lines begin."""
+        return f"d = {self.width.value}, scale rule {self.rule.value} (logits × {self.scale:.4g})"
+
     def _sync_multiplier(self) -> None:
         """The multiplier only means something under the custom rule."""
         self.multiplier.disabled = self.rule.value != "custom"

@@ -97,7 +97,9 @@ class GradientExplorer(WidthAndScale, Explorer):
         ax_curve.set_xticks(widths, [str(d) for d in widths])
         ax_curve.set_yscale("log")
         ax_curve.set_ylim(_NORM_FLOOR, 1.0)
-        ax_curve.axhline(0.5, color="tab:green", lw=0.8, label="largest possible (two keys tied)")
+        largest = ax_curve.axhline(
+            0.5, color="tab:green", lw=0.8, label="largest possible (two keys tied)"
+        )
         ax_curve.set_xlabel("head width d")
         ax_curve.set_ylabel("‖J‖ (Frobenius) over rows")
         # beside the curves, not over them: a frame then need not redraw its nine entries
@@ -123,7 +125,7 @@ class GradientExplorer(WidthAndScale, Explorer):
             self.median_line,
             self.norm_marker,
             self.median_marker,
-            *ax_curve.lines[-1:],  # the largest possible norm, drawn over the curves
+            largest,  # drawn over the curves
             ax_curve.title,
             *self.weight_bars,
             *ax_w.lines,
@@ -160,7 +162,7 @@ class GradientExplorer(WidthAndScale, Explorer):
         """One line with the current setting and the Jacobian's size there."""
         p = self.example_weights()
         return (
-            f"d = {self.width.value}, scale rule {self.rule.value} (logits × {self.scale:.4g}): "
+            f"{self.setting()}: "
             f"mean ‖J‖ {self.current_norm():.3f}, median {self.current_norm('median'):.2g}; "
             f"example row: top weight {p.max():.3f}, "
             f"‖J‖ {np.linalg.norm(self.example_jacobian()):.3g}"

@@ -178,8 +178,7 @@ class ScalingExplorer(WidthAndScale, Explorer):
         """One line with the current setting and what it does to the weights."""
         stats = self.current_stats()
         return (
-            f"d = {self.width.value}, scale rule {self.rule.value} "
-            f"(logits × {self.scale:.4g}): logit std {self.current_logits().std():.2f}, "
+            f"{self.setting()}: logit std {self.current_logits().std():.2f}, "
             f"mean top weight {stats.top:.3f}, mean entropy {stats.entropy:.3f} nats"
         )
 
