@@ -14,9 +14,9 @@ torch; torch loads when a tensor arrives or `best_device` is called.
 
 from .backend import best_device
 from .core import attention_weights, scaled_dot_product_attention
+from .flash import flash_attention
 from .memory import AttentionMemoryError
 from .normalisers import entmax15, softmax, softmax1, sparsemax
-from .tiled import flash_attention
 
 __all__ = [
     "AttentionMemoryError",

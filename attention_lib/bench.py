@@ -35,8 +35,8 @@ import numpy as np
 
 from .core import scaled_dot_product_attention
 from .fits import log_log_slope
+from .flash import flash_attention
 from .memory import AttentionMemoryError, available_bytes, format_bytes
-from .tiled import flash_attention
 
 __all__ = ["Case", "Result", "fit_exponent", "main", "run_suite"]
 

@@ -3,7 +3,7 @@
 Written to be read next to the formula ``softmax(Q K^T * scale + mask) V``.
 It materialises the whole (..., L, S) score matrix, which is what makes it
 easy to check and what makes it run out of memory at long lengths; the tiled
-path in `attention_lib.tiled` computes the same result without that matrix.
+path in `attention_lib.flash.loop` computes the same result without that matrix.
 """
 
 from __future__ import annotations

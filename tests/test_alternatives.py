@@ -11,7 +11,8 @@ import pytest
 from support import make, qkv, to_numpy
 
 from attention_lib import scaled_dot_product_attention, softmax
-from attention_lib.alternatives import (
+from attention_lib.fits import log_log_slope
+from attention_lib.lessons.alternatives import (
     AdditiveParams,
     additive_attention,
     additive_logits,
@@ -28,7 +29,6 @@ from attention_lib.alternatives import (
     sink_experiment,
     time_softmax_vs_linear,
 )
-from attention_lib.fits import log_log_slope
 
 ALTERNATIVES = {
     "additive": additive_attention,

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 from attention_lib import bench
-from attention_lib.cost import (
+from attention_lib.lessons.cost import (
     describe_exponents,
     expected_exponent,
     format_cost_table,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from attention_lib import softmax
-from attention_lib.exercises import (
+from attention_lib.lessons.exercises import (
     HINT_MASK_AFTER,
     HINT_MASK_IGNORED,
     HINT_MASK_INVERTED,
@@ -19,7 +19,7 @@ from attention_lib.exercises import (
     check_attention,
     check_scale_rule,
 )
-from attention_lib.mistakes import attend_mask_after_softmax, attend_wrong_axis
+from attention_lib.lessons.mistakes import attend_mask_after_softmax, attend_wrong_axis
 
 pytestmark = pytest.mark.filterwarnings("error")
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from attention_lib import entmax15, softmax, softmax1, sparsemax
-from attention_lib.alternatives import cosine_logits
 from attention_lib.explorers.alternatives import PANELS, AlternativesExplorer
+from attention_lib.lessons.alternatives import cosine_logits
 
 pytestmark = pytest.mark.filterwarnings("error")
 

@@ -18,8 +18,8 @@ import pytest
 
 from attention_lib import softmax
 from attention_lib.explorers.gradients import GradientExplorer, training_figure
-from attention_lib.scaling_stats import POWER_OF_TWO_WIDTHS, scale_for
-from attention_lib.theory import jacobian_norms, softmax_jacobian, train_retrieval_head
+from attention_lib.lessons.scaling_stats import POWER_OF_TWO_WIDTHS, scale_for
+from attention_lib.lessons.theory import jacobian_norms, softmax_jacobian, train_retrieval_head
 
 pytestmark = pytest.mark.filterwarnings("error")  # no RuntimeWarning, no matplotlib warning
 

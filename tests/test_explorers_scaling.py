@@ -14,7 +14,7 @@ import pytest
 
 from attention_lib import attention_weights
 from attention_lib.explorers import ScalingExplorer
-from attention_lib.scaling_stats import (
+from attention_lib.lessons.scaling_stats import (
     POWER_OF_TWO_WIDTHS,
     entropy,
     scale_for,

@@ -12,8 +12,8 @@ from matplotlib.colors import to_rgba
 
 from attention_lib import scaled_dot_product_attention, softmax
 from attention_lib.explorers.tiling import OnlineSoftmaxExplorer, TilingExplorer, default_stream
-from attention_lib.online import online_softmax_steps
-from attention_lib.tiled import key_blocks, query_blocks
+from attention_lib.flash import key_blocks, query_blocks
+from attention_lib.lessons.online import online_softmax_steps
 
 pytestmark = pytest.mark.filterwarnings("error")  # no RuntimeWarning, no matplotlib warning
 

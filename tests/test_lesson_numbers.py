@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attention_lib.experiments import (
+from attention_lib.lessons.experiments import (
     format_scaling_tables,
     hand_checkable_example,
     scaling_tables,

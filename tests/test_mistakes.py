@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from attention_lib import attention_weights, scaled_dot_product_attention, softmax
-from attention_lib.mistakes import (
+from attention_lib.lessons.mistakes import (
     MistakeCaught,
     MistakeRun,
     attend_mask_after_softmax,

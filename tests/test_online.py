@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from attention_lib import softmax
-from attention_lib.online import (
+from attention_lib.lessons.online import (
     CountingStream,
     compare_passes,
     online_softmax_steps,

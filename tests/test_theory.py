@@ -15,8 +15,8 @@ import torch
 from support import make, to_numpy
 
 from attention_lib import attention_weights, softmax
-from attention_lib.scaling_stats import scale_for, sweep_widths
-from attention_lib.theory import (
+from attention_lib.lessons.scaling_stats import scale_for, sweep_widths
+from attention_lib.lessons.theory import (
     RetrievalRun,
     VarianceCheck,
     dot_product_samples,

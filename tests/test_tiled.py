@@ -7,7 +7,7 @@ import pytest
 from support import make, qkv, to_numpy
 
 from attention_lib import flash_attention, scaled_dot_product_attention
-from attention_lib.tiled import key_blocks
+from attention_lib.flash import key_blocks
 
 
 @pytest.mark.parametrize(("block_q", "block_k"), [(1, 1), (2, 3), (4, 4), (5, 7), (64, 64)])

@@ -137,7 +137,7 @@ def _lse_error():
     """The kernel's log-sum-exp against torch.logsumexp of the causal scores."""
     import torch
 
-    from attention_lib.triton_flash import flash_forward
+    from attention_lib.flash.triton_kernels import flash_forward
 
     q, k, v = _inputs((1, 2, 29, 16), (1, 2, 29, 16), (1, 2, 29, 16), torch.float32)
     _, lse = flash_forward(q, k, v, True, 0.25, 16, 16)
@@ -187,7 +187,7 @@ def _empty():
 
 def run_in_interpreter():
     """Everything the tests check, measured under TRITON_INTERPRET=1."""
-    from attention_lib import triton_flash
+    from attention_lib.flash import triton_kernels as triton_flash
 
     shapes = {name: rest for name, *rest in SHAPES}
     return {

@@ -21,7 +21,7 @@ import math
 import ipywidgets as widgets
 import numpy as np
 
-from ..alternatives import (
+from ..lessons.alternatives import (
     additive_logits,
     additive_params,
     cosine_logits,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import ipywidgets as widgets
 
-from ..scaling_stats import scale_for
+from ..lessons.scaling_stats import scale_for
 
 __all__ = ["RULE_LABELS", "WidthAndScale"]
 

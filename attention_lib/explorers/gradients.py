@@ -4,11 +4,11 @@ Move the head width d from 1 to 1024 and pick how the logits are scaled. Three
 panels redraw: the mean and median Frobenius norm of the softmax Jacobian
 against d (log axes) with the current points marked, one example query's weights over its
 keys, and that query's Jacobian p_i (δ_ij − p_j) as a heatmap. The raw logits
-for every width are drawn once (`attention_lib.scaling_stats.sweep_widths`)
+for every width are drawn once (`attention_lib.lessons.scaling_stats.sweep_widths`)
 and the curves of the three named rules computed once; an update rescales one
 row, and recomputes the curve only for a custom multiplier.
 
-`training_figure` draws two runs of `attention_lib.theory.train_retrieval_head`
+`training_figure` draws two runs of `attention_lib.lessons.theory.train_retrieval_head`
 side by side: loss and attention entropy against the training step.
 """
 
@@ -18,9 +18,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..lessons.scaling_stats import POWER_OF_TWO_WIDTHS, sweep_widths
+from ..lessons.theory import RetrievalRun, jacobian_norm_table, reduce_norms, softmax_jacobian
 from ..normalisers import softmax
-from ..scaling_stats import POWER_OF_TWO_WIDTHS, sweep_widths
-from ..theory import RetrievalRun, jacobian_norm_table, reduce_norms, softmax_jacobian
 from .base import Explorer, key_weight_bars
 from .controls import WidthAndScale
 

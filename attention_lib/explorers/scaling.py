@@ -4,7 +4,7 @@ Move the head width d from 1 to 1024 and pick how the logits are scaled; four
 panels redraw: the histogram of the scaled logits, one query's weights over
 six keys, and the mean top weight and mean entropy against d with the
 current point marked. The raw logits for every width are drawn once
-(`attention_lib.scaling_stats.sweep_widths`); an update only rescales them.
+(`attention_lib.lessons.scaling_stats.sweep_widths`); an update only rescales them.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import math
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
+from ..lessons.scaling_stats import POWER_OF_TWO_WIDTHS, WeightStats, sweep_widths
 from ..normalisers import softmax
-from ..scaling_stats import POWER_OF_TWO_WIDTHS, WeightStats, sweep_widths
 from .base import Explorer, key_weight_bars
 from .controls import WidthAndScale
 

@@ -2,8 +2,8 @@
 
 `OnlineSoftmaxExplorer` walks a stream of scores one at a time and shows the
 running maximum, the running sum and its rescaling when a new maximum
-arrives (`attention_lib.online`). `TilingExplorer` walks the tiles that
-`flash_attention` visits, in its order (`attention_lib.tiled.key_blocks`),
+arrives (`attention_lib.lessons.online`). `TilingExplorer` walks the tiles that
+`flash_attention` visits, in its order (`attention_lib.flash.key_blocks`),
 on the L x S score grid, with the output rows finished so far compared
 against the unfused reference.
 """
@@ -19,10 +19,10 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from ..core import scaled_dot_product_attention
-from ..cost import tiled_memory
+from ..flash import flash_attention, key_blocks, query_blocks
+from ..lessons.cost import tiled_memory
+from ..lessons.online import online_softmax_steps
 from ..normalisers import softmax
-from ..online import online_softmax_steps
-from ..tiled import flash_attention, key_blocks, query_blocks
 from .base import Explorer
 
 __all__ = ["OnlineSoftmaxExplorer", "TilingExplorer"]
@@ -199,7 +199,7 @@ class TilingExplorer(Explorer):
     Controls: ``block_q`` and ``block_k`` (IntSliders, 1 to L and 1 to S),
     ``causal`` (Checkbox) and ``step`` (IntSlider, 0 to the number of tiles
     visited: how many tiles have been computed). The tiles come from
-    `attention_lib.tiled.key_blocks` for each query block, in the order the
+    `attention_lib.flash.key_blocks` for each query block, in the order the
     tiled path visits them (query blocks outer, key blocks inner).
 
     The grid shows visited tiles shaded, the current tile in orange, and with

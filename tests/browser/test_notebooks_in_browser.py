@@ -43,9 +43,9 @@ from attention_lib import (
     sparsemax,
 )
 from attention_lib.explorers.crowded_room import changed_hands, room_shares, three_steps
-from attention_lib.scaling_stats import scale_for, weight_stats
-from attention_lib.theory import softmax_jacobian
-from attention_lib.tiled import key_blocks
+from attention_lib.flash import key_blocks
+from attention_lib.lessons.scaling_stats import scale_for, weight_stats
+from attention_lib.lessons.theory import softmax_jacobian
 
 pytestmark = pytest.mark.browser
 

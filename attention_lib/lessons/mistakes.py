@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .core import attention_weights, scaled_dot_product_attention
-from .normalisers import softmax
+from ..core import attention_weights, scaled_dot_product_attention
+from ..normalisers import softmax
 
 __all__ = [
     "MistakeCaught",

@@ -1,6 +1,6 @@
 """FlashAttention's forward pass as a Triton kernel.
 
-The kernel is the loop of `attention_lib.tiled` written for a GPU: one
+The kernel is the loop of `attention_lib.flash.loop` written for a GPU: one
 program per (block of BLOCK_M query rows, batch entry and head), walking the
 keys BLOCK_N at a time and keeping the same running quantities per row:
 
@@ -27,7 +27,7 @@ Not handled here: ``attn_mask`` (a (..., L, S) mask broadcast over several
 batch dimensions has no single stride per program; `flash_attention` runs
 masked calls on the torch tiled path instead), float64, dropout. Gradients:
 `TritonAttention.backward` reuses the torch tiled backward pass
-(`attention_lib.flash_autograd.tiled_backward`) with the log-sum-exp this
+(`attention_lib.flash.autograd.tiled_backward`) with the log-sum-exp this
 kernel saved.
 
 On the CPU the same kernel source runs in Triton's interpreter when
@@ -45,9 +45,9 @@ import torch
 import triton
 import triton.language as tl
 
-from .backend import prod
-from .flash_autograd import TORCH_BLOCK_K, TORCH_BLOCK_Q, tiled_backward
-from .inputs import AttentionProblem
+from ..backend import prod
+from ..inputs import AttentionProblem
+from .autograd import TORCH_BLOCK_K, TORCH_BLOCK_Q, tiled_backward
 
 __all__ = ["INTERPRETED", "MAX_HEAD_DIM", "TritonAttention", "refusal", "triton_attention"]
 

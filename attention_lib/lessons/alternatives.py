@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from .backend import describe, device_of, namespace, require_floating
-from .core import scaled_dot_product_attention
-from .inputs import prepare
-from .normalisers import softmax, softmax1
+from ..backend import describe, device_of, namespace, require_floating
+from ..core import scaled_dot_product_attention
+from ..inputs import prepare
+from ..normalisers import softmax, softmax1
 
 __all__ = [
     "AdditiveParams",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .core import attention_weights, scaled_dot_product_attention
+from ..core import attention_weights, scaled_dot_product_attention
 
 __all__ = [
     "HandExample",

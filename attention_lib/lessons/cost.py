@@ -9,7 +9,7 @@ section):
 - AV: 2·T²·d_v FLOPs;
 - memory: the explicit score matrix holds T² numbers per head.
 
-The tiled path (`attention_lib.tiled`) never holds that matrix: one tile of
+The tiled path (`attention_lib.flash.loop`) never holds that matrix: one tile of
 ``block_q x block_k`` scores at a time, plus per query row the running
 maximum m, the running sum l and the accumulator of d_v numbers that becomes
 the output row. That is linear in T.
@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from .bench import fit_exponent
-from .memory import format_bytes
+from ..bench import fit_exponent
+from ..memory import format_bytes
 
 __all__ = [
     "BenchmarkRun",

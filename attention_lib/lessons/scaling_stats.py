@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .normalisers import softmax
+from ..normalisers import softmax
 
 __all__ = [
     "POWER_OF_TWO_WIDTHS",

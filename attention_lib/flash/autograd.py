@@ -1,6 +1,6 @@
 """The tiled path in torch: a fast forward and FlashAttention's backward pass.
 
-`attention_lib.tiled` holds the readable version of the algorithm, written
+`attention_lib.flash.loop` holds the readable version of the algorithm, written
 once for numpy and torch through the array-API namespace. That namespace has
 no in-place operations, so each key tile there allocates three fresh
 (..., bq, bk) arrays (scores, scores - shift, their exponentials); on a CPU
@@ -26,7 +26,7 @@ so it, too, never holds more than a tile of scores. `TiledAttention` is the
 `torch.autograd.Function` that ties the two together; `tiled_attention` is
 what `attention_lib.flash_attention` calls for torch tensors.
 
-Importing this module imports torch: `attention_lib.tiled` imports it only
+Importing this module imports torch: `attention_lib.flash.loop` imports it only
 when a tensor arrives.
 """
 
@@ -38,10 +38,10 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from .backend import namespace, prod
-from .inputs import AttentionProblem
-from .masks import apply_mask, mask_tile
-from .tiled import key_blocks, query_blocks, row_shift
+from ..backend import namespace, prod
+from ..inputs import AttentionProblem
+from ..masks import apply_mask, mask_tile
+from .tiles import key_blocks, query_blocks, row_shift
 
 __all__ = [
     "TORCH_BLOCK_K",

@@ -11,7 +11,7 @@ so the maximum and the sum come out of a single pass. When a new maximum
 arrives, the sum collected so far was measured against the old one and is
 multiplied by the rescale factor exp(m_{t-1} - m_t) <= 1. After the last
 score, ``exp(x_i - m_n) / l_n`` is exactly the softmax. The tiled attention
-path (`attention_lib.tiled`) runs this recurrence per query row, one tile of
+path (`attention_lib.flash.loop`) runs this recurrence per query row, one tile of
 scores at a time, and also folds the division into the weighted sum of
 values, so the scores are read once.
 
@@ -207,7 +207,7 @@ def compare_passes(scores: object, values: object) -> list[PassCount]:
     Raises ValueError for bad scores or a values array whose first axis is
     not n.
     """
-    from .normalisers import softmax
+    from ..normalisers import softmax
 
     x = _stream(scores)
     v = np.asarray(values, dtype=np.float64)  # (n, Ev)

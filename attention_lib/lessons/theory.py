@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from .backend import describe, device_of, is_torch_array, namespace, require_floating
-from .core import attention_weights
-from .normalisers import softmax
+from ..backend import describe, device_of, is_torch_array, namespace, require_floating
+from ..core import attention_weights
+from ..normalisers import softmax
 from .scaling_stats import WidthSweep, entropy, scale_for
 
 __all__ = [
@@ -272,8 +272,8 @@ def jacobian_norms(
     """The mean (or median) `jacobian_row_norms` at every width of ``sweep``.
 
     ``sweep`` holds raw logits q·k, (trials, keys) per head width (see
-    `attention_lib.scaling_stats.sweep_widths`); ``rule`` and ``multiplier``
-    are those of `attention_lib.scaling_stats.scale_for` (``"none"``,
+    `attention_lib.lessons.scaling_stats.sweep_widths`); ``rule`` and ``multiplier``
+    are those of `attention_lib.lessons.scaling_stats.scale_for` (``"none"``,
     ``"1/sqrt(d)"``, ``"1/d"``, ``"custom"``). The mean is what an average
     gradient sees, dominated by the few rows that happen to be nearly tied;
     the median is the typical row. Returns shape (len(sweep.widths),),

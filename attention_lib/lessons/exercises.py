@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .core import scaled_dot_product_attention
-from .masks import apply_mask
-from .normalisers import softmax
+from ..core import scaled_dot_product_attention
+from ..masks import apply_mask
+from ..normalisers import softmax
 from .scaling_stats import sweep_widths
 
 __all__ = [

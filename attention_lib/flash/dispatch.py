@@ -1,0 +1,132 @@
+"""`flash_attention`: one entry point, three execution paths (``backend=``).
+
+- numpy arrays run the readable loop (`attention_lib.flash.loop`);
+- torch tensors run the in-place torch loop with FlashAttention's backward
+  pass (`attention_lib.flash.autograd`);
+- CUDA tensors run the Triton kernels (`attention_lib.flash.triton_kernels`).
+
+Those modules are imported only when asked for, so importing this one
+imports neither torch nor triton.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from ..backend import is_torch_array
+from ..inputs import AttentionProblem, prepare
+
+__all__ = ["BACKENDS", "flash_attention"]
+
+#: the names ``flash_attention(..., backend=...)`` accepts
+BACKENDS = ("auto", "tiled", "triton")
+
+
+def _check_block(name: str, size: int | None) -> None:
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+        raise ValueError(
+            f"{name} must be a positive integer, got {size!r} (or None for the default)"
+        )
+
+
+def _triton_refusal(
+    problem: AttentionProblem, block_q: int | None, block_k: int | None, forced: bool
+) -> Exception | None:
+    """Why the Triton kernel cannot run this call (an exception to raise), or None if it can.
+
+    ``backend="auto"`` asks only for CUDA tensors, so that triton is never
+    imported for numpy or CPU work; ``backend="triton"`` also accepts CPU
+    tensors when the kernel runs in Triton's interpreter (TRITON_INTERPRET=1).
+    """
+    if not is_torch_array(problem.query):
+        return ValueError("backend='triton' needs torch tensors, got numpy arrays")
+    if not forced and problem.query.device.type != "cuda":
+        return RuntimeError("the Triton kernel runs on CUDA tensors")
+    if importlib.util.find_spec("triton") is None:
+        return RuntimeError(
+            "backend='triton' needs the triton package, which is not installed "
+            "(pip install -e '.[triton]', Linux only); backend='tiled' runs everywhere"
+        )
+    try:
+        from . import triton_kernels
+    except ImportError as err:  # installed but broken, e.g. no matching driver libraries
+        return RuntimeError(f"backend='triton': triton is installed but failed to import: {err}")
+    return triton_kernels.refusal(problem, block_q, block_k)
+
+
+def flash_attention(
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any = None,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    block_q: int | None = None,
+    block_k: int | None = None,
+    backend: str = "auto",
+) -> Any:
+    """Scaled dot-product attention computed tile by tile (online softmax).
+
+    Same arguments, shapes, semantics and errors as
+    `scaled_dot_product_attention` (no dropout): query (..., L, E), key
+    (..., S, E), value (..., S, Ev) give (..., L, Ev) in the query's dtype, on
+    its device, numpy or torch. At most one tile of scores per batch entry
+    exists at a time; the mask is sliced per tile and causal tiles wholly
+    above the diagonal are skipped.
+
+    ``backend`` picks the path that runs it:
+
+    - ``"tiled"``: the library's loop. numpy arrays run the readable loop in
+      this module; torch tensors run its in-place torch version, which is
+      differentiable (FlashAttention's backward pass, recomputing tiles from
+      the saved log-sum-exp; see `attention_lib.flash.autograd`).
+    - ``"triton"``: the Triton kernel (`attention_lib.flash.triton_kernels`): CUDA
+      tensors, or CPU tensors when TRITON_INTERPRET=1 was set before triton
+      was imported. It handles ``is_causal`` but no ``attn_mask``; float16,
+      bfloat16 and float32; head widths up to 256. Its gradients come from
+      the tiled backward pass.
+    - ``"auto"`` (default): Triton for CUDA tensors when triton is installed
+      and the call is one it handles, the tiled path otherwise (masks,
+      float64, numpy, CPU tensors).
+
+    ``block_q`` and ``block_k`` are the tile sizes: any positive integers,
+    also ones that do not divide L or S, or None for the path's own choice
+    (numpy 128 x 128, torch 512 x 1024, Triton by head width). The Triton
+    kernel takes powers of two from 16 to 256.
+
+    Raises ValueError for block sizes that are not positive integers, an
+    unknown ``backend`` (the message lists the valid names) and requests
+    the Triton kernel does not handle with ``backend="triton"``;
+    RuntimeError when ``backend="triton"`` cannot run here (triton missing,
+    tensors not on CUDA without the interpreter). The message says why.
+    """
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        valid = ", ".join(repr(name) for name in BACKENDS)
+        raise ValueError(f"backend must be one of {valid}, got {backend!r}")
+    _check_block("block_q", block_q)
+    _check_block("block_k", block_k)
+    problem = prepare(query, key, value, attn_mask, is_causal, scale, enable_gqa)
+    if backend != "tiled":
+        refusal = _triton_refusal(problem, block_q, block_k, forced=backend == "triton")
+        if refusal is None:
+            from .triton_kernels import triton_attention
+
+            return triton_attention(query, key, value, problem, enable_gqa, block_q, block_k)
+        if backend == "triton":
+            raise refusal
+    if is_torch_array(problem.query):
+        from .autograd import TORCH_BLOCK_K, TORCH_BLOCK_Q, tiled_attention
+
+        block_q = TORCH_BLOCK_Q if block_q is None else block_q
+        block_k = TORCH_BLOCK_K if block_k is None else block_k
+        out = tiled_attention(problem, block_q, block_k)  # (..., L, Ev)
+    else:
+        from .loop import NUMPY_BLOCK_K, NUMPY_BLOCK_Q, tiled_generic
+
+        block_q = NUMPY_BLOCK_Q if block_q is None else block_q
+        block_k = NUMPY_BLOCK_K if block_k is None else block_k
+        out = tiled_generic(problem, block_q, block_k)  # (..., L, Ev)
+    return problem.xp.astype(out, problem.out_dtype)

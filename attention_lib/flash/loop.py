@@ -1,0 +1,71 @@
+"""The readable loop: FlashAttention's algorithm, one block of scores at a time.
+
+For each block of ``block_q`` queries we walk the keys ``block_k`` at a time
+and keep three running quantities per query row (the online softmax of
+Milakov and Gimelshein, arXiv:1805.02867):
+
+    m      the largest score seen so far             (..., bq, 1)
+    total  the sum of exp(score - m) so far (the papers' l)  (..., bq, 1)
+    acc    the sum of exp(score - m) * value so far  (..., bq, Ev)
+
+When a new tile raises the maximum from m to m', everything accumulated so
+far is rescaled by exp(m - m'), so all terms stay relative to one maximum.
+``acc / total`` is divided out once, after the last tile (FlashAttention-2,
+arXiv:2307.08691). Only one (..., bq, bk) tile of scores exists at a time, so
+memory grows linearly with the sequence length instead of quadratically.
+The result equals `scaled_dot_product_attention` up to rounding.
+
+Written once for numpy and torch through the array-API namespace; numpy
+arrays run it. Torch tensors run the in-place version in
+`attention_lib.flash.autograd`, which also has the backward pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..backend import device_of
+from ..inputs import AttentionProblem
+from ..masks import apply_mask, mask_tile
+from .tiles import key_blocks, query_blocks, row_shift
+
+__all__ = ["NUMPY_BLOCK_K", "NUMPY_BLOCK_Q", "tiled_generic"]
+
+# Tiles of the readable loop (numpy): small enough to draw, large enough that
+# the matrix products, not Python, take the time.
+NUMPY_BLOCK_Q = 256
+NUMPY_BLOCK_K = 512
+
+
+def _query_block(problem: AttentionProblem, rows: tuple[int, int], block_k: int) -> Any:
+    """Attention output for query rows ``[r0, r1)``, one key tile at a time."""
+    xp, value = problem.xp, problem.value
+    q = problem.query[..., rows[0] : rows[1], :] * problem.scale  # (..., bq, E)
+    batch_rows = tuple(q.shape[:-1])
+    device = device_of(q)
+    m = xp.full((*batch_rows, 1), -xp.inf, dtype=q.dtype, device=device)  # (..., bq, 1)
+    total = xp.zeros((*batch_rows, 1), dtype=q.dtype, device=device)  # (..., bq, 1)
+    acc = xp.zeros((*batch_rows, value.shape[-1]), dtype=q.dtype, device=device)  # (..., bq, Ev)
+    for cols in key_blocks(rows, problem.key.shape[-2], block_k, problem.is_causal):
+        k = problem.key[..., cols[0] : cols[1], :]  # (..., bk, E)
+        v = value[..., cols[0] : cols[1], :]  # (..., bk, Ev)
+        s = xp.matmul(q, xp.matrix_transpose(k))  # (..., bq, bk)
+        for mask in mask_tile(xp, problem.mask, problem.is_causal, rows, cols, q):
+            s = apply_mask(xp, s, mask)  # (..., bq, bk)
+        m_new = xp.maximum(m, xp.max(s, axis=-1, keepdims=True))  # (..., bq, 1)
+        shift = row_shift(xp, m_new)  # (..., bq, 1)
+        p = xp.exp(s - shift)  # (..., bq, bk)
+        rescale = xp.exp(m - shift)  # (..., bq, 1), exp(old max - new max) <= 1
+        total = rescale * total + xp.sum(p, axis=-1, keepdims=True)  # (..., bq, 1)
+        acc = rescale * acc + xp.matmul(p, v)  # (..., bq, Ev)
+        m = m_new
+    return acc / xp.where(total == 0, 1.0, total)  # (..., bq, Ev); all-masked rows stay 0
+
+
+def tiled_generic(problem: AttentionProblem, block_q: int, block_k: int) -> Any:
+    """The readable loop on any array namespace: output (..., L, Ev) in the accumulation dtype."""
+    xp, length = problem.xp, problem.query.shape[-2]
+    blocks = [_query_block(problem, rows, block_k) for rows in query_blocks(length, block_q)]
+    if not blocks:  # L = 0
+        return xp.zeros(problem.shape, dtype=problem.query.dtype, device=device_of(problem.query))
+    return xp.concat(blocks, axis=-2)  # (..., L, Ev)

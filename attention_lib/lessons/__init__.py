@@ -1,0 +1,15 @@
+"""The course's measurements and demonstrations, as functions the notebooks call.
+
+Everything here is built from the library below it (the reference path in
+`attention_lib.core`, the execution paths in `attention_lib.flash`, the
+normalisers) and is tested like it; nothing below imports from here.
+
+    experiments     the lesson's two tables: weights and their spread by head width
+    scaling_stats   width sweeps: logit spread, top weight, entropy per scale rule
+    theory          Var(q·k) = d, the softmax Jacobian, a head trained to saturation
+    online          the online softmax stepped through, one score at a time
+    cost            FLOPs, bytes and the benchmark results, for notebook 05
+    alternatives    additive, cosine and linear attention; attention sinks
+    mistakes        the four common mistakes, each next to its fix
+    exercises       checkers that give feedback on a learner's attempt
+"""
