@@ -197,9 +197,9 @@ def _sorted_cumulative(xp: Any, z: Any) -> tuple[Any, Any]:
 def _sparsemax_vjp(xp: Any, y: Any, grad: Any) -> Any:
     """The gradient of a loss through ``y = sparsemax(x)``: the vector-Jacobian product.
 
-    ``output`` is sparsemax's result y, ``grad`` the loss's gradient with
-    respect to it (same shape); returns the gradient with respect to x, in
-    the output's dtype (16-bit computed in float32). On the support
+    ``output`` is sparsemax's result y along ``axis``, ``grad`` the loss's
+    gradient with respect to it (same shape); returns the gradient with
+    respect to x, in the output's dtype (16-bit computed in float32). On the support
     S = {i : y_i > 0} the map is x -> x - tau with tau the mean of x over S
     minus 1/|S|, so the Jacobian is I - 1 1^T / |S| there and 0 elsewhere
     (Martins and Astudillo, 2016, section 2.5):
@@ -245,9 +245,9 @@ def sparsemax(xp: Any, z: Any) -> Any:
 def _entmax15_vjp(xp: Any, y: Any, grad: Any) -> Any:
     """The gradient of a loss through ``y = entmax15(x)``: the vector-Jacobian product.
 
-    ``output`` is entmax15's result y, ``grad`` the loss's gradient with
-    respect to it (same shape); returns the gradient with respect to x, in
-    the output's dtype (16-bit computed in float32). With s = sqrt(y), which
+    ``output`` is entmax15's result y along ``axis``, ``grad`` the loss's
+    gradient with respect to it (same shape); returns the gradient with
+    respect to x, in the output's dtype (16-bit computed in float32). With s = sqrt(y), which
     is x/2 - tau on the support and 0 off it, differentiating
     y_i = (x_i/2 - tau)^2 under sum(y) = 1 gives the Jacobian
     diag(s) - s s^T / sum(s) (Peters, Niculae and Martins, 2019, section 3), so
