@@ -24,11 +24,10 @@ _SCORE_COPIES = 3
 
 def _check_memory(problem: AttentionProblem, max_memory: int | None) -> None:
     q, k = problem.query, problem.key
-    n_scores = prod(tuple(q.shape[:-2])) * q.shape[-2] * k.shape[-2]
-    needed = _SCORE_COPIES * n_scores * itemsize(q.dtype)
+    shape = (*problem.batch, q.shape[-2], k.shape[-2])  # (..., L, S)
+    needed = _SCORE_COPIES * prod(shape) * itemsize(q.dtype)
     what = (
-        f"the reference path's score matrix of shape {(*q.shape[:-2], q.shape[-2], k.shape[-2])}"
-        f" ({_SCORE_COPIES} copies in {q.dtype})"
+        f"the reference path's score matrix of shape {shape} ({_SCORE_COPIES} copies in {q.dtype})"
     )
     check_fits(needed, q, what, limit=max_memory)
 
@@ -49,6 +48,7 @@ def _weights(
     """Attention weights (..., L, S) in the accumulation dtype."""
     xp, q, k = problem.xp, problem.query, problem.key
     _check_memory(problem, max_memory)
+    # query (*Bq, L, E) and key (*Bk, S, E) broadcast in the product: neither is expanded
     scores = xp.matmul(q * problem.scale, xp.matrix_transpose(k))  # (..., L, S)
     scores = apply_mask(xp, scores, problem.mask)  # (..., L, S)
     if problem.is_causal:
@@ -100,25 +100,33 @@ def scaled_dot_product_attention(
 
     Shapes: query (..., L, E), key (..., S, E), value (..., S, Ev); the
     result is (..., L, Ev), in the query's dtype and on its device (numpy in,
-    numpy out; torch in, torch out, autograd intact). Any rank >= 2 works;
-    key and value batch dimensions broadcast to the query's.
+    numpy out; torch in, torch out, autograd intact). Any rank >= 2 works.
+    The batch dimensions (all but the last two) of query, key and value
+    broadcast together, as in PyTorch: query (4, 3, 8) with key and value
+    (4, 4, 6, 8) gives (4, 4, 3, 8). Gradients reach each input in its own
+    shape.
 
     - ``scale`` defaults to 1/sqrt(E), E the query's last dimension; any
       value given (0 and negative included) is used as is.
     - ``attn_mask`` broadcasts to (..., L, S): boolean True means "takes
-      part", a float mask is added to the scaled scores.
+      part", a float mask is added to the scaled scores. A float mask must
+      have the query's dtype or be float32, as PyTorch requires; 16-bit
+      masks are added, and their gradients summed, in float32, rounded once.
     - ``is_causal`` keeps key j for query i when j <= i (top-left aligned).
-      It cannot be combined with ``attn_mask``.
+      It cannot be combined with ``attn_mask``: both libraries refuse.
     - A row whose keys are all masked out gives zeros, not NaN.
     - ``enable_gqa`` lets the query have a multiple of the key/value heads
-      (dim -3); a single key/value head broadcasts without it.
+      (dim -3), each key/value head serving a group of consecutive query
+      heads; a single key/value head broadcasts without it.
     - ``dropout_p``: inverted dropout on the weights, reproducible with
       ``generator`` (an int seed, a numpy Generator or a torch.Generator).
+      Outside [0, 1] it is refused; where we differ: PyTorch refuses
+      values above 1 but runs a negative one without a word.
     - float16/bfloat16 are computed in float32 and rounded once at the end.
     - ``max_memory`` (bytes) overrides the free memory the refusal uses.
 
     Raises TypeError or ValueError naming the shapes, dtypes or values at fault
-    (see `attention_lib.inputs.prepare`), and AttentionMemoryError (a
+    (see `attention_lib.inputs.check`), and AttentionMemoryError (a
     MemoryError) when the score matrix would not fit in free memory; the
     message gives the size and points at `flash_attention`.
     """

@@ -1,9 +1,41 @@
 """Checking and preparing the inputs shared by every attention path.
 
-`prepare` turns the public arguments into an `AttentionProblem`: the inputs
-upcast for accumulation, grouped heads expanded, the mask broadcast, the scale
-resolved. Every bad argument is refused here, once, with a message that names
-the shapes, dtypes or values at fault, so the paths above never see it.
+Two steps, so that a path which reads the inputs as they are (the Triton
+kernel takes strides and maps grouped heads itself) pays for no copies:
+
+- `check` validates the public arguments and returns an `AttentionSpec`:
+  the caller's own arrays, untouched, and the sizes they imply. Every bad
+  argument is refused here, once, with a message that names the shapes,
+  dtypes or values at fault, so the paths above never see it.
+- `materialise` turns a spec into an `AttentionProblem` for the paths that
+  compute in the accumulation dtype: inputs upcast (16-bit to float32),
+  grouped key/value heads repeated, a float mask upcast. Batch dimensions
+  are not expanded: matrix products broadcast them, so no input is copied
+  to the size of the broadcast batch.
+
+`prepare` is the two in one.
+
+The checks follow PyTorch's ``scaled_dot_product_attention`` (compared with
+torch 2.13), messages aside:
+
+- ``attn_mask`` together with ``is_causal=True`` is refused.
+- Batch dimensions (all but the last two) of query, key and value broadcast
+  together; the output has the broadcast batch. With ``enable_gqa=True``
+  the key and value heads (dim -3) are first repeated to the query's.
+- A float ``attn_mask`` must have the query's dtype or be float32 (PyTorch
+  accepts float32 for any query dtype, and refuses every other mismatch);
+  a boolean mask is always accepted.
+
+Where we differ, and why (both are edges of PyTorch's implementation, not
+of its documented semantics, and we keep one rule for every size):
+
+- PyTorch adds the mask in place to query @ key^T, whose batch is the
+  query's and key's only, so a mask with batch dimensions that only the
+  value has fails there ("output with shape ... doesn't match the broadcast
+  shape"). We accept every mask that broadcasts to (*batch, L, S).
+- When L or S is 0, PyTorch returns query.shape[:-1] + (Ev,), its batch
+  not broadcast with the key's and value's. We return (*batch, L, Ev), as
+  for every other size (zeros when S is 0).
 """
 
 from __future__ import annotations
@@ -16,16 +48,72 @@ import numpy as np
 
 from .backend import accumulation_dtype, describe, device_of, namespace, require_floating
 
-__all__ = ["AttentionProblem", "default_scale", "prepare"]
+__all__ = [
+    "AttentionProblem",
+    "AttentionSpec",
+    "check",
+    "default_scale",
+    "materialise",
+    "prepare",
+]
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """A validated attention call: the caller's own arrays and the sizes they imply.
+
+    query (*Bq, L, E), key (*Bk, S, E), value (*Bv, S, Ev) are the arrays
+    as given: their dtype, device and strides, not upcast, not broadcast,
+    grouped heads not expanded. ``mask`` is None or the caller's
+    ``attn_mask`` as given: boolean, or floating with the query's dtype or
+    float32, broadcastable to (*batch, L, S).
+
+    ``batch`` is the shape Bq, Bk and Bv broadcast to (after, with
+    ``enable_gqa``, the key and value heads are repeated to the query's);
+    the output is (*batch, L, Ev) in ``out_dtype``, the query's dtype.
+    ``heads_q``, ``heads_k``, ``heads_v`` are the sizes of dim -3 when
+    ``enable_gqa`` (query head h reads key head h // (heads_q // heads_k)
+    and value head h // (heads_q // heads_v)), else None. ``scale`` is
+    resolved (1/sqrt(E) when not given).
+    """
+
+    xp: Any
+    query: Any
+    key: Any
+    value: Any
+    mask: Any
+    batch: tuple[int, ...]
+    length_q: int
+    length_k: int
+    width: int
+    width_v: int
+    heads_q: int | None
+    heads_k: int | None
+    heads_v: int | None
+    is_causal: bool
+    scale: float
+    out_dtype: Any
+    enable_gqa: bool
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of the output: (*batch, L, Ev)."""
+        return (*self.batch, self.length_q, self.width_v)
 
 
 @dataclass(frozen=True)
 class AttentionProblem:
-    """Validated attention inputs, ready to compute.
+    """Validated attention inputs, ready to compute in the accumulation dtype.
 
-    query (..., L, E), key (..., S, E), value (..., S, Ev) are in the
-    accumulation dtype with key/value heads already matched to the query's;
-    mask is None or broadcast (as a view) to (..., L, S).
+    query (*Bq, L, E), key (*Bk, S, E), value (*Bv, S, Ev) are upcast to the
+    accumulation dtype (float32 for 16-bit inputs), with key/value heads
+    already repeated to the query's under ``enable_gqa``; their batch
+    dimensions are left as they are and broadcast to ``batch`` (matrix
+    products broadcast them: no input is copied to the broadcast size).
+    ``mask`` is None, a boolean mask, or a float mask upcast like the
+    inputs, with at least two dimensions, broadcastable to (*batch, L, S).
+    A float mask is upcast before anything broadcasts it, so autograd sums
+    its gradient in the accumulation dtype and rounds it once.
     """
 
     xp: Any
@@ -36,11 +124,12 @@ class AttentionProblem:
     is_causal: bool
     scale: float
     out_dtype: Any
+    batch: tuple[int, ...]
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """Shape of the output: query.shape[:-1] + (Ev,)."""
-        return (*self.query.shape[:-1], self.value.shape[-1])
+        """Shape of the output: (*batch, L, Ev)."""
+        return (*self.batch, self.query.shape[-2], self.value.shape[-1])
 
 
 def default_scale(head_width: int) -> float:
@@ -85,65 +174,187 @@ def _check_widths_and_lengths(query: Any, key: Any, value: Any) -> None:
         )
 
 
-def _expand_groups(xp: Any, query: Any, kv: Any, name: str) -> Any:
-    """Repeat each key/value head for its group of query heads along dim -3.
+def _group_error(query: Any, key: Any, value: Any) -> str | None:
+    """Why enable_gqa=True cannot pair these heads (a message), or None if it can."""
+    for name, x in (("key", key), ("value", value)):
+        if query.ndim < 3 or x.ndim < 3:
+            return (
+                "enable_gqa=True needs a heads dimension (..., heads, length, width), got "
+                f"query {tuple(query.shape)} and {name} {tuple(x.shape)}"
+            )
+        hq, hkv = query.shape[-3], x.shape[-3]
+        if hkv == 0 or hq % hkv != 0:
+            return (
+                f"enable_gqa=True needs the query heads ({hq}) to be a multiple of the {name} "
+                f"heads ({hkv}); got query {tuple(query.shape)} and {name} {tuple(x.shape)}"
+            )
+    return None
 
-    Query head h uses key/value head h // (Hq // Hkv), as PyTorch's
-    ``repeat_interleave`` does for ``enable_gqa=True``.
-    """
-    if query.ndim < 3 or kv.ndim < 3:
-        raise ValueError(
-            "enable_gqa=True needs a heads dimension (..., heads, length, width), got "
-            f"query {tuple(query.shape)} and {name} {tuple(kv.shape)}"
-        )
-    hq, hkv = query.shape[-3], kv.shape[-3]
-    if hkv == 0 or hq % hkv != 0:
-        raise ValueError(
-            f"enable_gqa=True needs the query heads ({hq}) to be a multiple of the {name} "
-            f"heads ({hkv}); got query {tuple(query.shape)} and {name} {tuple(kv.shape)}"
-        )
-    return xp.repeat(kv, hq // hkv, axis=-3) if hq != hkv else kv  # (..., Hq, S, *)
+
+def _batch_shapes(query: Any, key: Any, value: Any, enable_gqa: bool) -> list[tuple[int, ...]]:
+    """The batch shapes that broadcast together: with enable_gqa, key and value
+    heads (dim -3) count as repeated to the query's (PyTorch's repeat_interleave)."""
+    shapes = [tuple(x.shape[:-2]) for x in (query, key, value)]
+    if enable_gqa:
+        shapes[1:] = [(*s[:-1], query.shape[-3]) for s in shapes[1:]]
+    return shapes
+
+
+def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        return None
 
 
 def _check_batch(query: Any, key: Any, value: Any, enable_gqa: bool) -> tuple[int, ...]:
-    """The batch shape (all but the last two dims); key and value must broadcast to it."""
-    batch = tuple(query.shape[:-2])
-    others = (tuple(key.shape[:-2]), tuple(value.shape[:-2]))
-    try:
-        merged = np.broadcast_shapes(batch, *others)
-    except ValueError:
-        merged = None
-    if merged != batch:
-        hint = ""
-        if not enable_gqa and query.ndim >= 3 and key.ndim >= 3:
-            hint = "; for grouped-query attention pass enable_gqa=True"
-        raise ValueError(
-            "the batch dimensions of key and value must broadcast to the query's "
-            f"{batch}, got query {tuple(query.shape)}, key {tuple(key.shape)}, "
-            f"value {tuple(value.shape)}{hint}"
+    """The broadcast batch shape of query, key and value, or a ValueError naming the shapes.
+
+    The error suggests enable_gqa=True only when that call would pass.
+    """
+    batch = _broadcast(_batch_shapes(query, key, value, enable_gqa))
+    if batch is not None:
+        return batch
+    hint = ""
+    if (
+        not enable_gqa
+        and _group_error(query, key, value) is None
+        and _broadcast(_batch_shapes(query, key, value, True)) is not None
+    ):
+        hint = (
+            "; for grouped-query attention (query heads, dim -3, a multiple of the key/value "
+            "heads) pass enable_gqa=True"
         )
-    return batch
+    gqa = " (key and value heads repeated to the query's)" if enable_gqa else ""
+    raise ValueError(
+        "the batch dimensions (all but the last two) of query, key and value must broadcast "
+        f"together{gqa}, got query {tuple(query.shape)}, key {tuple(key.shape)}, "
+        f"value {tuple(value.shape)}{hint}"
+    )
 
 
-def _prepare_mask(xp: Any, attn_mask: Any, query: Any, shape: tuple[int, ...]) -> Any:
-    """The mask broadcast (as a view) to (..., L, S), or a clear error."""
+def _check_mask(xp: Any, attn_mask: Any, query: Any, scores: tuple[int, ...]) -> None:
+    """Refuse a mask of the wrong kind, dtype, device or shape for scores of shape ``scores``."""
     if not (attn_mask.dtype == xp.bool or xp.isdtype(attn_mask.dtype, "real floating")):
         raise TypeError(f"attn_mask must be boolean or floating point, got {describe(attn_mask)}")
+    if attn_mask.dtype != xp.bool and attn_mask.dtype not in (query.dtype, xp.float32):
+        raise TypeError(
+            f"attn_mask of dtype {attn_mask.dtype} does not match the query's dtype "
+            f"{query.dtype}: a float mask must have the query's dtype or float32, as in "
+            "PyTorch; cast it to the query's dtype"
+        )
     if device_of(attn_mask) != device_of(query):
         raise ValueError(
             f"attn_mask is on {device_of(attn_mask)} but query is on {device_of(query)}"
         )
-    try:
-        fits = np.broadcast_shapes(tuple(attn_mask.shape), shape) == shape
-    except ValueError:
-        fits = False
-    if not fits:
+    if _broadcast([tuple(attn_mask.shape), scores]) != scores:
         raise ValueError(
             f"attn_mask of shape {tuple(attn_mask.shape)} does not broadcast to the "
-            f"scores' shape {shape} (..., L, S)"
+            f"scores' shape {scores} (..., L, S)"
         )
-    full = np.broadcast_shapes(tuple(attn_mask.shape), shape[-2:])
-    return xp.broadcast_to(attn_mask, full)  # (..., L, S), a view
+
+
+def check(
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> AttentionSpec:
+    """Validate the public arguments of an attention call; copy nothing.
+
+    Raises TypeError for non-arrays, mixed libraries, non-float or
+    mismatched dtypes, and a mask that is neither boolean nor floating, or
+    floating with neither the query's dtype nor float32 (the message names
+    both dtypes); ValueError for ranks below 2, mismatched widths or
+    lengths, batch dimensions that do not broadcast together, head counts
+    that ``enable_gqa`` cannot pair, devices that differ, a mask that does
+    not broadcast to (*batch, L, S), and a mask given together with
+    ``is_causal=True``. Every message names the shapes or values at fault.
+    """
+    xp = namespace(query, key, value, attn_mask)
+    _check_ranks(query, key, value)
+    _check_dtypes_and_devices(xp, query, key, value)
+    _check_widths_and_lengths(query, key, value)
+    if attn_mask is not None and is_causal:
+        raise ValueError(
+            "attn_mask and is_causal=True are mutually exclusive: pass one or the other "
+            "(for causal plus padding, build one boolean mask that combines both)"
+        )
+    if enable_gqa and (message := _group_error(query, key, value)) is not None:
+        raise ValueError(message)
+    batch = _check_batch(query, key, value, enable_gqa)
+    length_q, length_k = query.shape[-2], key.shape[-2]
+    width, width_v = query.shape[-1], value.shape[-1]
+    if attn_mask is not None:
+        _check_mask(xp, attn_mask, query, (*batch, length_q, length_k))
+    heads = (query.shape[-3], key.shape[-3], value.shape[-3]) if enable_gqa else (None,) * 3
+    return AttentionSpec(
+        xp=xp,
+        query=query,
+        key=key,
+        value=value,
+        mask=attn_mask,
+        batch=batch,
+        length_q=length_q,
+        length_k=length_k,
+        width=width,
+        width_v=width_v,
+        heads_q=heads[0],
+        heads_k=heads[1],
+        heads_v=heads[2],
+        is_causal=bool(is_causal),
+        scale=default_scale(width) if scale is None else float(scale),
+        out_dtype=query.dtype,
+        enable_gqa=bool(enable_gqa),
+    )
+
+
+def _repeat_heads(xp: Any, x: Any, heads_q: int) -> Any:
+    """Repeat each key/value head for its group of query heads along dim -3.
+
+    Query head h uses key/value head h // (Hq // Hkv), as PyTorch's
+    ``repeat_interleave`` does for ``enable_gqa=True``. A single head is
+    left to broadcast (no copy).
+    """
+    heads = x.shape[-3]
+    if heads in (1, heads_q):
+        return x
+    return xp.repeat(x, heads_q // heads, axis=-3)  # (..., Hq, S, *)
+
+
+def materialise(spec: AttentionSpec) -> AttentionProblem:
+    """The problem the library's own paths compute, from a validated spec.
+
+    Upcasts query, key, value and a float mask to the accumulation dtype
+    (no copy when they already have it), repeats grouped key/value heads,
+    and gives a mask of fewer than two dimensions leading ones (a view).
+    """
+    xp = spec.xp
+    acc = accumulation_dtype(xp, spec.out_dtype)
+    query, key, value = (xp.astype(x, acc, copy=False) for x in (spec.query, spec.key, spec.value))
+    if spec.enable_gqa:
+        key = _repeat_heads(xp, key, spec.heads_q)  # (..., Hq or 1, S, E)
+        value = _repeat_heads(xp, value, spec.heads_q)  # (..., Hq or 1, S, Ev)
+    mask = spec.mask
+    if mask is not None:
+        if mask.dtype != xp.bool:
+            mask = xp.astype(mask, acc, copy=False)  # before any broadcast: see AttentionProblem
+        if mask.ndim < 2:
+            mask = xp.reshape(mask, (*(1,) * (2 - mask.ndim), *mask.shape))  # (1.., S), a view
+    return AttentionProblem(
+        xp=xp,
+        query=query,  # (*Bq, L, E)
+        key=key,  # (*Bk, S, E)
+        value=value,  # (*Bv, S, Ev)
+        mask=mask,
+        is_causal=spec.is_causal,
+        scale=spec.scale,
+        out_dtype=spec.out_dtype,
+        batch=spec.batch,
+    )
 
 
 def prepare(
@@ -155,39 +366,8 @@ def prepare(
     scale: float | None = None,
     enable_gqa: bool = False,
 ) -> AttentionProblem:
-    """Validate the public arguments and return the problem to compute.
+    """`check` the public arguments, then `materialise` the problem to compute.
 
-    Raises TypeError for non-arrays, mixed libraries, non-float or mismatched
-    dtypes, and bad mask dtypes; ValueError for bad ranks, widths, lengths,
-    batch or head counts, devices, mask shapes, and a mask given together
-    with ``is_causal=True``. Every message names the shapes or values at fault.
+    Raises what `check` raises.
     """
-    xp = namespace(query, key, value, attn_mask)
-    _check_ranks(query, key, value)
-    _check_dtypes_and_devices(xp, query, key, value)
-    _check_widths_and_lengths(query, key, value)
-    if attn_mask is not None and is_causal:
-        raise ValueError(
-            "attn_mask and is_causal=True are mutually exclusive: pass one or the other "
-            "(for causal plus padding, build one boolean mask that combines both)"
-        )
-    if enable_gqa:
-        key = _expand_groups(xp, query, key, "key")
-        value = _expand_groups(xp, query, value, "value")
-    batch = _check_batch(query, key, value, enable_gqa)
-    length, width = query.shape[-2], query.shape[-1]
-    mask = None
-    if attn_mask is not None:
-        mask = _prepare_mask(xp, attn_mask, query, (*batch, length, key.shape[-2]))
-    scale = default_scale(width) if scale is None else float(scale)
-    acc = accumulation_dtype(xp, query.dtype)
-    return AttentionProblem(
-        xp=xp,
-        query=xp.astype(query, acc, copy=False),  # (..., L, E)
-        key=xp.astype(key, acc, copy=False),  # (..., S, E)
-        value=xp.astype(value, acc, copy=False),  # (..., S, Ev)
-        mask=mask,
-        is_causal=bool(is_causal),
-        scale=scale,
-        out_dtype=query.dtype,
-    )
+    return materialise(check(query, key, value, attn_mask, is_causal, scale, enable_gqa))

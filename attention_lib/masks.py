@@ -11,7 +11,7 @@ from typing import Any
 
 from .backend import device_of
 
-__all__ = ["apply_mask", "causal_mask"]
+__all__ = ["apply_mask", "causal_mask", "mask_index", "mask_tile"]
 
 
 def causal_mask(xp: Any, rows: tuple[int, int], cols: tuple[int, int], device: Any = None) -> Any:
@@ -37,7 +37,20 @@ def apply_mask(xp: Any, scores: Any, mask: Any) -> Any:
         return scores
     if mask.dtype == xp.bool:
         return xp.where(mask, scores, -xp.inf)  # (..., l, s)
-    return scores + xp.astype(mask, scores.dtype)  # (..., l, s)
+    return scores + xp.astype(mask, scores.dtype, copy=False)  # (..., l, s)
+
+
+def mask_index(mask: Any, rows: tuple[int, int], cols: tuple[int, int]) -> tuple[Any, ...]:
+    """The index of ``mask``'s part that covers the tile of scores ``[rows) x [cols)``.
+
+    ``mask`` has at least two dimensions and broadcasts to (..., L, S); a
+    dimension of size 1 broadcasts over every tile and is kept whole.
+    """
+    return (
+        Ellipsis,
+        slice(None) if mask.shape[-2] == 1 else slice(*rows),
+        slice(None) if mask.shape[-1] == 1 else slice(*cols),
+    )
 
 
 def mask_tile(
@@ -50,13 +63,15 @@ def mask_tile(
 ) -> list[Any]:
     """The masks that apply to the tile of scores ``[rows) x [cols)``.
 
-    ``mask`` is the user's mask already broadcast to (..., L, S) (a view, no
-    copy); only its tile is sliced. The causal mask is built only for tiles
-    that cross the diagonal: tiles wholly below it need none.
+    ``mask`` is the user's mask with at least two dimensions, broadcastable
+    to (..., L, S) and not broadcast: only its tile is sliced (a view), and a
+    dimension of size 1 is kept whole, to broadcast over the tile. The
+    causal mask is built only for tiles that cross the diagonal: tiles
+    wholly below it need none.
     """
     parts = []
     if mask is not None:
-        parts.append(mask[..., rows[0] : rows[1], cols[0] : cols[1]])  # (..., bq, bk)
+        parts.append(mask[mask_index(mask, rows, cols)])  # (..., bq or 1, bk or 1), a view
     if is_causal and cols[1] - 1 > rows[0]:
         parts.append(causal_mask(xp, rows, cols, device_of(like)))  # (bq, bk)
     return parts

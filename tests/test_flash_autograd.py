@@ -101,6 +101,33 @@ def test_float_mask_gradient_matches_the_reference_path():
     assert torch.all(got[3][:, 0] == 0)
 
 
+@pytest.mark.parametrize("path", ["reference", "tiled"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_16_bit_masks_gradient_is_summed_in_float32_and_rounded_once(path, dtype):
+    """A mask of shape (S,) with inputs (2, 2, 64, 64): its gradient sums 256 entries each.
+
+    Broadcast to (L, S) while still 16-bit, each entry was rounded before the
+    sum: the error was 1.3x (float16) and 3.3x (bfloat16) that of rounding the
+    exact gradient once. Summed in float32, it is the rounding alone.
+    """
+    low_dtype = getattr(torch, dtype)
+    q, k, v = (make((2, 2, 64, 64), "torch", dtype, seed) for seed in range(3))
+    mask = leaf((64,), 3, dtype)
+    exact_mask = mask.detach().double().requires_grad_()  # the same numbers
+    upstream = make((2, 2, 64, 64), "torch", dtype, 4)
+    run = {
+        "reference": al.scaled_dot_product_attention,
+        "tiled": lambda *a, **kw: tiled(*a, block_q=16, block_k=16, **kw),
+    }[path]
+    (ours,) = torch.autograd.grad(run(q, k, v, attn_mask=mask), mask, upstream)
+    exact_inputs = (x.double() for x in (q, k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(*exact_inputs, attn_mask=exact_mask)
+    (exact,) = torch.autograd.grad(out, exact_mask, upstream.double())
+    assert ours.dtype == low_dtype
+    rounding = (exact.to(low_dtype).double() - exact).abs().max()
+    assert (ours.double() - exact).abs().max() <= 1.05 * rounding
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_low_precision_gradients_meet_flash_attentions_rule(dtype):
     """Gradient error against float64 at most twice PyTorch's own in the same dtype.

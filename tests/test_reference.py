@@ -244,7 +244,11 @@ def test_mismatched_head_widths_and_lengths_are_named():
         sdpa(q, make((2, 3, 7, 5)), v)
     with pytest.raises(ValueError, match=r"same length S.*\(2, 3, 7, 4\).*\(2, 3, 6, 3\)"):
         sdpa(q, k, make((2, 3, 6, 3)))
-    with pytest.raises(ValueError, match=r"broadcast to the query's \(2, 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"must broadcast together, got query \(2, 3, 5, 4\), key \(4, 3, 7, 4\), "
+        r"value \(4, 3, 7, 3\)$",  # no hint: enable_gqa=True would fail too
+    ):
         sdpa(q, make((4, 3, 7, 4)), make((4, 3, 7, 3)))
 
 

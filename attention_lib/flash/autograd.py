@@ -9,9 +9,11 @@ loop over the same tiles (`query_blocks`, `key_blocks`), with the same masks
 (`mask_tile`, `apply_mask`) and the same running quantities (m, total, acc,
 rescale), rewritten with torch's in-place operations on one reused tile of
 scores and batched matrix products (``bmm``/``baddbmm``) on (N, L, E)
-tensors, N the product of the batch dimensions. That makes it several times
-faster than the generic loop on torch tensors, and lets it keep what the
-backward pass needs.
+tensors, N the product of the batch dimensions (when query, key and value
+batch dimensions broadcast instead, each keeps its own shape and the
+products broadcast tile by tile). That makes it several times faster than
+the generic loop on torch tensors, and lets it keep what the backward pass
+needs.
 
 Gradients follow FlashAttention (Dao et al., arXiv:2205.14135, section 3.1;
 FlashAttention-2, arXiv:2307.08691, algorithm 2). The forward pass keeps
@@ -40,7 +42,7 @@ from torch.autograd.function import once_differentiable
 
 from ..backend import namespace, prod
 from ..inputs import AttentionProblem
-from ..masks import apply_mask, mask_tile
+from ..masks import apply_mask, mask_index, mask_tile
 from .tiles import key_blocks, query_blocks, row_shift
 
 __all__ = [
@@ -59,9 +61,32 @@ TORCH_BLOCK_Q = 512
 TORCH_BLOCK_K = 1024
 
 
-def _tile(buffer: torch.Tensor, shape: tuple[int, int, int]) -> torch.Tensor:
-    """A contiguous (N, bq, bk) view of the front of a flat reusable buffer."""
+def _tile(buffer: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """A contiguous view of ``shape`` at the front of a flat reusable buffer."""
     return buffer[: prod(shape)].view(shape)
+
+
+def _product_batch(*tensors: torch.Tensor) -> tuple[int, ...]:
+    """The batch shape the tensors' batch dimensions (all but the last two) broadcast to."""
+    return tuple(torch.broadcast_shapes(*(tuple(x.shape[:-2]) for x in tensors)))
+
+
+def _add_product(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0) -> None:
+    """``acc += alpha * (a @ b)``, the product's batch summed down to ``acc``'s shape.
+
+    Three-dimensional operands with one batch size take ``baddbmm_`` (one
+    batched product, in place). Operands whose batch dimensions broadcast
+    go through ``matmul``, which broadcasts one tile at a time (a tile-sized
+    temporary), and the product is summed over the dimensions ``acc``
+    broadcasts along: the gradient of an input that was broadcast.
+    """
+    if acc.dim() == a.dim() == b.dim() == 3 and acc.shape[0] == a.shape[0] == b.shape[0]:
+        acc.baddbmm_(a, b, alpha=alpha)  # (N, m, n)
+        return
+    product = torch.matmul(a, b)  # (..., m, n), the broadcast batch
+    if alpha != 1.0:
+        product.mul_(alpha)
+    acc.add_(product.sum_to_size(acc.shape))  # (*acc batch, m, n)
 
 
 def _masked(
@@ -72,7 +97,7 @@ def _masked(
     cols: tuple[int, int],
     batch: tuple[int, ...],
 ) -> torch.Tensor:
-    """The (N, bq, bk) tile of scores with the user's mask and the causal mask applied.
+    """The tile of scores (..., bq, bk) with the user's mask and the causal mask applied.
 
     Tiles that need no mask are returned as they are (no copy); the others
     go through the shared `apply_mask`, viewed with the batch dimensions so a
@@ -81,11 +106,11 @@ def _masked(
     parts = mask_tile(namespace(scores), mask, is_causal, rows, cols, scores)
     if not parts:
         return scores
-    n, bq, bk = scores.shape
-    tile = scores.view(*batch, bq, bk)  # (..., bq, bk)
+    bq, bk = scores.shape[-2:]
+    tile = scores.view(*batch, bq, bk)  # (*batch, bq, bk)
     for part in parts:
-        tile = apply_mask(namespace(scores), tile, part)  # (..., bq, bk), a new tensor
-    return tile.reshape(n, bq, bk)
+        tile = apply_mask(namespace(scores), tile, part)  # (*batch, bq, bk), a new tensor
+    return tile.reshape(scores.shape)
 
 
 @torch.no_grad()
@@ -102,39 +127,46 @@ def tiled_forward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention output and per-row log-sum-exp, one tile of scores at a time.
 
-    query (N, L, E), key (N, S, E), value (N, S, Ev), one floating dtype;
-    ``batch`` is the shape N was flattened from (``prod(batch) == N``) and
-    ``mask`` is None or broadcasts to (*batch, L, S). Returns out (N, L, Ev)
-    and lse (N, L), the natural log of each row's sum of exp(scores): +inf
-    for a row whose keys are all masked (its output is 0), so that the
-    backward pass's exp(score - lse) is 0 there too.
+    query (..., L, E), key (..., S, E), value (..., S, Ev), one floating
+    dtype, their batch dimensions broadcasting together to a shape of
+    ``prod(batch)`` entries: ``batch`` itself, or (N,) flattened from it
+    (three-dimensional tensors take the fastest products). ``mask`` is None
+    or, with at least two dimensions, broadcasts to (*batch, L, S); a size-1
+    dimension is not sliced. Returns out (..., L, Ev) and lse (..., L) with
+    the broadcast batch: lse is the natural log of each row's sum of
+    exp(scores), +inf for a row whose keys are all masked (its output is 0),
+    so that the backward pass's exp(score - lse) is 0 there too.
     """
-    n, length, _ = query.shape
-    length_k, width_v = key.shape[1], value.shape[2]
-    out = query.new_empty((n, length, width_v))  # (N, L, Ev)
-    lse = query.new_full((n, length), math.inf)  # (N, L)
-    buffer = query.new_empty(n * min(block_q, length) * min(block_k, length_k))
-    key_t = key.transpose(1, 2)  # (N, E, S), a view
+    tensor_batch = _product_batch(query, key, value)
+    length, length_k, width_v = query.shape[-2], key.shape[-2], value.shape[-1]
+    out = query.new_empty((*tensor_batch, length, width_v))  # (..., L, Ev)
+    lse = query.new_full((*tensor_batch, length), math.inf)  # (..., L)
+    buffer = query.new_empty(prod(tensor_batch) * min(block_q, length) * min(block_k, length_k))
+    key_t = key.transpose(-1, -2)  # (..., E, S), a view
     for rows in query_blocks(length, block_q):
+        r = slice(*rows)
         bq = rows[1] - rows[0]
-        q = query[:, rows[0] : rows[1]] * scale  # (N, bq, E), the scale folded in once
-        m = query.new_full((n, bq, 1), -math.inf)  # (N, bq, 1)
-        total = query.new_zeros((n, bq, 1))  # (N, bq, 1)
-        acc = query.new_zeros((n, bq, width_v))  # (N, bq, Ev), contiguous for baddbmm_
+        q = query[..., r, :] * scale  # (*Bq, bq, E), the scale folded in once
+        # the tile of scores has the whole batch, even where only the value has it
+        q = q.expand(*tensor_batch, bq, q.shape[-1])  # (..., bq, E), a view
+        m = query.new_full((*tensor_batch, bq, 1), -math.inf)  # (..., bq, 1)
+        total = query.new_zeros((*tensor_batch, bq, 1))  # (..., bq, 1)
+        acc = query.new_zeros((*tensor_batch, bq, width_v))  # (..., bq, Ev), contiguous
         for cols in key_blocks(rows, length_k, block_k, is_causal):
-            s = _tile(buffer, (n, bq, cols[1] - cols[0]))  # (N, bq, bk)
-            torch.bmm(q, key_t[:, :, cols[0] : cols[1]], out=s)  # (N, bq, bk)
-            s = _masked(s, mask, is_causal, rows, cols, batch)  # (N, bq, bk)
-            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (N, bq, 1)
-            shift = row_shift(namespace(s), m_new)  # (N, bq, 1)
-            p = s.sub_(shift).exp_()  # (N, bq, bk): the tile becomes exp(s - shift) in place
-            rescale = (m - shift).exp_()  # (N, bq, 1), exp(old max - new max) <= 1
-            total.mul_(rescale).add_(p.sum(dim=-1, keepdim=True))  # (N, bq, 1)
-            acc.mul_(rescale).baddbmm_(p, value[:, cols[0] : cols[1]])  # (N, bq, Ev)
+            c = slice(*cols)
+            s = _tile(buffer, (*tensor_batch, bq, cols[1] - cols[0]))  # (..., bq, bk)
+            torch.matmul(q, key_t[..., c], out=s)  # (..., bq, bk)
+            s = _masked(s, mask, is_causal, rows, cols, batch)  # (..., bq, bk)
+            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (..., bq, 1)
+            shift = row_shift(namespace(s), m_new)  # (..., bq, 1)
+            p = s.sub_(shift).exp_()  # (..., bq, bk): the tile becomes exp(s - shift) in place
+            rescale = (m - shift).exp_()  # (..., bq, 1), exp(old max - new max) <= 1
+            total.mul_(rescale).add_(p.sum(dim=-1, keepdim=True))  # (..., bq, 1)
+            _add_product(acc.mul_(rescale), p, value[..., c, :])  # (..., bq, Ev)
             m = m_new
-        empty = total == 0  # (N, bq, 1): every key masked, or S = 0
-        torch.div(acc, torch.where(empty, 1.0, total), out=out[:, rows[0] : rows[1]])
-        lse[:, rows[0] : rows[1]] = torch.where(empty, math.inf, m + total.log()).squeeze(-1)
+        empty = total == 0  # (..., bq, 1): every key masked, or S = 0
+        torch.div(acc, torch.where(empty, 1.0, total), out=out[..., r, :])
+        lse[..., r] = torch.where(empty, math.inf, m + total.log()).squeeze(-1)
     return out, lse
 
 
@@ -156,59 +188,64 @@ def tiled_backward(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Gradients of the attention output, recomputing each tile of weights from ``lse``.
 
-    Arguments as `tiled_forward`, plus its outputs out (N, L, Ev) and lse
-    (N, L) and the output's gradient grad_out (N, L, Ev). Returns dquery
-    (N, L, E), dkey (N, S, E), dvalue (N, S, Ev) and, when ``mask_grad`` (a
-    float mask that requires grad), dmask in the mask's shape, else None.
-    A float mask is added to the scaled scores, so its gradient is dS.
+    Arguments as `tiled_forward`, plus its outputs out (..., L, Ev) and lse
+    (..., L) and the output's gradient grad_out (..., L, Ev). Returns
+    dquery, dkey and dvalue, each in its input's own shape (summed over the
+    batch dimensions it was broadcast along) and, when ``mask_grad`` (a
+    float mask that requires grad), dmask in the mask's own shape and
+    dtype, else None. A float mask is added to the scaled scores, so its
+    gradient is dS, summed tile by tile into the mask's shape in the
+    mask's dtype: pass the mask upcast (as `attention_lib.inputs.materialise`
+    does) and a 16-bit mask's gradient is rounded once, by autograd.
     """
-    n, length, _ = query.shape
-    length_k = key.shape[1]
-    delta = (grad_out * out).sum(dim=-1, keepdim=True)  # (N, L, 1), D = rowsum(dO * O)
-    dquery = torch.zeros_like(query)  # (N, L, E)
+    tensor_batch = _product_batch(query, key, value)
+    length, length_k = query.shape[-2], key.shape[-2]
+    delta = (grad_out * out).sum(dim=-1, keepdim=True)  # (..., L, 1), D = rowsum(dO * O)
+    dquery = torch.zeros_like(query)  # (*Bq, L, E)
     # one contiguous accumulator per key block: baddbmm_ into a slice of a
     # (N, S, E) tensor would fall back to one small product per batch entry
     all_keys = key_blocks((0, length), length_k, block_k, False)
-    dkeys = [key.new_zeros((n, c1 - c0, key.shape[2])) for c0, c1 in all_keys]  # (N, bk, E)
-    dvalues = [value.new_zeros((n, c1 - c0, value.shape[2])) for c0, c1 in all_keys]  # (N, bk, Ev)
-    dmask = query.new_zeros(mask.shape) if mask_grad else None  # (..., L, S)
-    size = n * min(block_q, length) * min(block_k, length_k)
+    dkeys = [key.new_zeros((*key.shape[:-2], c1 - c0, key.shape[-1])) for c0, c1 in all_keys]
+    dvalues = [
+        value.new_zeros((*value.shape[:-2], c1 - c0, value.shape[-1])) for c0, c1 in all_keys
+    ]  # (*Bk, bk, E) and (*Bv, bk, Ev)
+    dmask = torch.zeros_like(mask) if mask_grad else None  # the mask's own shape
+    size = prod(tensor_batch) * min(block_q, length) * min(block_k, length_k)
     buffers = query.new_empty(size), query.new_empty(size)
-    key_t, value_t = key.transpose(1, 2), value.transpose(1, 2)  # (N, E, S), (N, Ev, S)
+    key_t, value_t = key.transpose(-1, -2), value.transpose(-1, -2)  # (..., E, S), (..., Ev, S)
     for rows in query_blocks(length, block_q):
         r = slice(*rows)
         bq = rows[1] - rows[0]
-        q = query[:, r] * scale  # (N, bq, E)
-        d_out = grad_out[:, r]  # (N, bq, Ev)
-        dq = torch.zeros_like(q)  # (N, bq, E)
+        q = query[..., r, :] * scale  # (*Bq, bq, E)
+        q_all = q.expand(*tensor_batch, bq, q.shape[-1])  # (..., bq, E), a view, as forward
+        d_out = grad_out[..., r, :]  # (..., bq, Ev)
+        dq = torch.zeros_like(q)  # (*Bq, bq, E)
         for cols in key_blocks(rows, length_k, block_k, is_causal):
             c = slice(*cols)
-            shape = (n, bq, cols[1] - cols[0])
-            s = torch.bmm(q, key_t[:, :, c], out=_tile(buffers[0], shape))  # (N, bq, bk)
-            s = _masked(s, mask, is_causal, rows, cols, batch)  # (N, bq, bk)
-            p = s.sub_(lse[:, r, None]).exp_()  # (N, bq, bk): the forward's weights, recomputed
-            dvalues[cols[0] // block_k].baddbmm_(p.transpose(1, 2), d_out)  # (N, bk, Ev)
-            dp = torch.bmm(d_out, value_t[:, :, c], out=_tile(buffers[1], shape))  # (N, bq, bk)
-            ds = dp.sub_(delta[:, r]).mul_(p)  # (N, bq, bk), gradient of the scaled scores
+            shape = (*tensor_batch, bq, cols[1] - cols[0])
+            s = torch.matmul(q_all, key_t[..., c], out=_tile(buffers[0], shape))  # (..., bq, bk)
+            s = _masked(s, mask, is_causal, rows, cols, batch)  # (..., bq, bk)
+            p = s.sub_(lse[..., r, None]).exp_()  # (..., bq, bk): the forward's weights, recomputed
+            _add_product(dvalues[cols[0] // block_k], p.transpose(-1, -2), d_out)  # (*Bv, bk, Ev)
+            dp = torch.matmul(d_out, value_t[..., c], out=_tile(buffers[1], shape))  # (..., bq, bk)
+            ds = dp.sub_(delta[..., r, :]).mul_(p)  # (..., bq, bk), gradient of the scaled scores
             if dmask is not None:
-                target = dmask[..., r, c]  # (..., bq, bk), the mask's own leading dims
-                target += ds.view(*batch, *shape[1:]).sum_to_size(target.shape)
-            dq.baddbmm_(ds, key[:, c], alpha=scale)  # (N, bq, E)
-            dkeys[cols[0] // block_k].baddbmm_(ds.transpose(1, 2), q)  # (N, bk, E)
-        dquery[:, r] = dq
-    dkey = torch.cat(dkeys, dim=1) if dkeys else torch.zeros_like(key)  # (N, S, E)
-    dvalue = torch.cat(dvalues, dim=1) if dvalues else torch.zeros_like(value)  # (N, S, Ev)
-    if dmask is not None:
-        dmask = dmask.to(mask.dtype)
+                target = dmask[mask_index(dmask, rows, cols)]  # (..., bq or 1, bk or 1), a view
+                target += ds.view(*batch, *shape[-2:]).sum_to_size(target.shape)
+            _add_product(dq, ds, key[..., c, :], alpha=scale)  # (*Bq, bq, E)
+            _add_product(dkeys[cols[0] // block_k], ds.transpose(-1, -2), q)  # (*Bk, bk, E)
+        dquery[..., r, :] = dq
+    dkey = torch.cat(dkeys, dim=-2) if dkeys else torch.zeros_like(key)  # (*Bk, S, E)
+    dvalue = torch.cat(dvalues, dim=-2) if dvalues else torch.zeros_like(value)  # (*Bv, S, Ev)
     return dquery, dkey, dvalue, dmask
 
 
 class TiledAttention(torch.autograd.Function):
-    """Attention on (N, L, E) tensors with FlashAttention's memory-light backward.
+    """Attention on (..., L, E) tensors with FlashAttention's memory-light backward.
 
     ``apply(query, key, value, mask, is_causal, scale, block_q, block_k,
-    batch)`` with the arguments of `tiled_forward`; returns out (N, L, Ev).
-    Saves the inputs, the output and the log-sum-exp (N, L), never the
+    batch)`` with the arguments of `tiled_forward`; returns out (..., L, Ev).
+    Saves the inputs, the output and the log-sum-exp (..., L), never the
     (L, S) weights. Not twice differentiable.
     """
 
@@ -245,18 +282,19 @@ class TiledAttention(torch.autograd.Function):
 def tiled_attention(problem: AttentionProblem, block_q: int, block_k: int) -> torch.Tensor:
     """The tiled path for a validated problem with torch tensors: output (..., L, Ev).
 
-    Flattens the batch dimensions to one (key and value are first expanded
-    to the query's batch, a copy only where they broadcast), runs
-    `TiledAttention` and restores the shape. Differentiable with respect to
-    query, key, value and a float mask; the result is in the accumulation
-    dtype (the caller casts it back).
+    When query, key and value share the batch shape, it is flattened to one
+    dimension (views for contiguous inputs) and the tiles take the batched
+    ``bmm`` products; when their batch dimensions broadcast, each keeps its
+    own shape and the products broadcast tile by tile, so no input is copied
+    to the broadcast size. Runs `TiledAttention`; differentiable with
+    respect to query, key, value and a float mask, each gradient in its own
+    shape. The result is in the accumulation dtype (the caller casts it back).
     """
     q, k, v = problem.query, problem.key, problem.value
-    batch = tuple(q.shape[:-2])
-    n, length = prod(batch), q.shape[-2]
-    q3 = q.reshape(n, length, q.shape[-1])  # (N, L, E)
-    k3 = k.expand(*batch, *k.shape[-2:]).reshape(n, *k.shape[-2:])  # (N, S, E)
-    v3 = v.expand(*batch, *v.shape[-2:]).reshape(n, *v.shape[-2:])  # (N, S, Ev)
+    batch, length = problem.batch, q.shape[-2]
+    if all(tuple(x.shape[:-2]) == batch for x in (q, k, v)):
+        n = prod(batch)
+        q, k, v = (x.reshape(n, *x.shape[-2:]) for x in (q, k, v))  # (N, ·, ·)
     args = (problem.mask, problem.is_causal, problem.scale, block_q, block_k, batch)
-    out = TiledAttention.apply(q3, k3, v3, *args)  # (N, L, Ev)
+    out = TiledAttention.apply(q, k, v, *args)  # (N or *batch, L, Ev)
     return out.reshape(*batch, length, v.shape[-1])  # (..., L, Ev)

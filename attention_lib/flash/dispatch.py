@@ -15,7 +15,7 @@ import importlib.util
 from typing import Any
 
 from ..backend import is_torch_array
-from ..inputs import AttentionProblem, prepare
+from ..inputs import AttentionSpec, check, materialise
 
 __all__ = ["BACKENDS", "flash_attention"]
 
@@ -31,7 +31,7 @@ def _check_block(name: str, size: int | None) -> None:
 
 
 def _triton_refusal(
-    problem: AttentionProblem, block_q: int | None, block_k: int | None, forced: bool
+    spec: AttentionSpec, block_q: int | None, block_k: int | None, forced: bool
 ) -> Exception | None:
     """Why the Triton kernel cannot run this call (an exception to raise), or None if it can.
 
@@ -39,9 +39,9 @@ def _triton_refusal(
     imported for numpy or CPU work; ``backend="triton"`` also accepts CPU
     tensors when the kernel runs in Triton's interpreter (TRITON_INTERPRET=1).
     """
-    if not is_torch_array(problem.query):
+    if not is_torch_array(spec.query):
         return ValueError("backend='triton' needs torch tensors, got numpy arrays")
-    if not forced and problem.query.device.type != "cuda":
+    if not forced and spec.query.device.type != "cuda":
         return RuntimeError("the Triton kernel runs on CUDA tensors")
     if importlib.util.find_spec("triton") is None:
         return RuntimeError(
@@ -52,7 +52,7 @@ def _triton_refusal(
         from . import triton_kernels
     except ImportError as err:  # installed but broken, e.g. no matching driver libraries
         return RuntimeError(f"backend='triton': triton is installed but failed to import: {err}")
-    return triton_kernels.refusal(problem, block_q, block_k)
+    return triton_kernels.refusal(spec, block_q, block_k)
 
 
 def flash_attention(
@@ -73,9 +73,10 @@ def flash_attention(
     Same arguments, shapes, semantics and errors as
     `scaled_dot_product_attention` (no dropout): query (..., L, E), key
     (..., S, E), value (..., S, Ev) give (..., L, Ev) in the query's dtype, on
-    its device, numpy or torch. At most one tile of scores per batch entry
-    exists at a time; the mask is sliced per tile and causal tiles wholly
-    above the diagonal are skipped.
+    its device, numpy or torch; the batch dimensions of all three broadcast
+    together, without copying an input to the broadcast size. At most one
+    tile of scores per batch entry exists at a time; the mask is sliced per
+    tile and causal tiles wholly above the diagonal are skipped.
 
     ``backend`` picks the path that runs it:
 
@@ -108,15 +109,16 @@ def flash_attention(
         raise ValueError(f"backend must be one of {valid}, got {backend!r}")
     _check_block("block_q", block_q)
     _check_block("block_k", block_k)
-    problem = prepare(query, key, value, attn_mask, is_causal, scale, enable_gqa)
+    spec = check(query, key, value, attn_mask, is_causal, scale, enable_gqa)
     if backend != "tiled":
-        refusal = _triton_refusal(problem, block_q, block_k, forced=backend == "triton")
+        refusal = _triton_refusal(spec, block_q, block_k, forced=backend == "triton")
         if refusal is None:
             from .triton_kernels import triton_attention
 
-            return triton_attention(query, key, value, problem, enable_gqa, block_q, block_k)
+            return triton_attention(spec, block_q, block_k)  # the caller's tensors, no copies
         if backend == "triton":
             raise refusal
+    problem = materialise(spec)  # upcast, grouped heads repeated
     if is_torch_array(problem.query):
         from .autograd import TORCH_BLOCK_K, TORCH_BLOCK_Q, tiled_attention
 

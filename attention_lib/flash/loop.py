@@ -38,17 +38,21 @@ NUMPY_BLOCK_K = 512
 
 
 def _query_block(problem: AttentionProblem, rows: tuple[int, int], block_k: int) -> Any:
-    """Attention output for query rows ``[r0, r1)``, one key tile at a time."""
+    """Attention output for query rows ``[r0, r1)``, one key tile at a time.
+
+    Query, key and value keep their own batch dimensions; the products
+    broadcast them, and the running quantities have the whole batch.
+    """
     xp, value = problem.xp, problem.value
-    q = problem.query[..., rows[0] : rows[1], :] * problem.scale  # (..., bq, E)
-    batch_rows = tuple(q.shape[:-1])
+    q = problem.query[..., rows[0] : rows[1], :] * problem.scale  # (*Bq, bq, E)
+    batch_rows = (*problem.batch, rows[1] - rows[0])
     device = device_of(q)
     m = xp.full((*batch_rows, 1), -xp.inf, dtype=q.dtype, device=device)  # (..., bq, 1)
     total = xp.zeros((*batch_rows, 1), dtype=q.dtype, device=device)  # (..., bq, 1)
     acc = xp.zeros((*batch_rows, value.shape[-1]), dtype=q.dtype, device=device)  # (..., bq, Ev)
     for cols in key_blocks(rows, problem.key.shape[-2], block_k, problem.is_causal):
-        k = problem.key[..., cols[0] : cols[1], :]  # (..., bk, E)
-        v = value[..., cols[0] : cols[1], :]  # (..., bk, Ev)
+        k = problem.key[..., cols[0] : cols[1], :]  # (*Bk, bk, E)
+        v = value[..., cols[0] : cols[1], :]  # (*Bv, bk, Ev)
         s = xp.matmul(q, xp.matrix_transpose(k))  # (..., bq, bk)
         for mask in mask_tile(xp, problem.mask, problem.is_causal, rows, cols, q):
             s = apply_mask(xp, s, mask)  # (..., bq, bk)

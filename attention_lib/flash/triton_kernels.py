@@ -38,6 +38,7 @@ the library imports it only when the Triton path is asked for.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -46,7 +47,7 @@ import triton
 import triton.language as tl
 
 from ..backend import prod
-from ..inputs import AttentionProblem
+from ..inputs import AttentionSpec
 from .autograd import TORCH_BLOCK_K, TORCH_BLOCK_Q, tiled_backward
 
 __all__ = ["INTERPRETED", "MAX_HEAD_DIM", "TritonAttention", "refusal", "triton_attention"]
@@ -289,44 +290,47 @@ def _is_tile(size: int | None) -> bool:
     return size is None or (16 <= size <= 256 and size & (size - 1) == 0)
 
 
-def refusal(
-    problem: AttentionProblem, block_q: int | None, block_k: int | None
-) -> Exception | None:
-    """Why the kernel cannot run this validated problem (an exception to raise), or None.
+def refusal(spec: AttentionSpec, block_q: int | None, block_k: int | None) -> Exception | None:
+    """Why the kernel cannot run this validated call (an exception to raise), or None.
 
     RuntimeError when this process cannot launch it on the tensors' device;
     ValueError for what the kernel does not handle (a mask, float64, head
     widths over 256, block sizes that are not powers of two from 16 to 256,
-    more than 65535 batch·head pairs). ``problem.query`` is already upcast,
-    so the dtype checked is ``problem.out_dtype``, the inputs' own.
+    more than 65535 batch·head pairs, grouped key and value heads of two
+    different counts, neither of them 1). ``spec`` holds the caller's own
+    tensors, so the dtype checked is the inputs' own.
     """
-    device = problem.query.device
+    device = spec.query.device
     if device.type != "cuda" and not INTERPRETED:
         return RuntimeError(
             f"backend='triton' needs CUDA tensors, got tensors on {device}; to run the kernel "
             "on the CPU, set TRITON_INTERPRET=1 before triton is first imported"
         )
-    if problem.mask is not None:
+    if spec.mask is not None:
         return ValueError(
             "backend='triton' does not take attn_mask (only is_causal); "
             "use backend='tiled' or 'auto' for masks"
         )
-    if problem.out_dtype not in _DTYPES:
+    if spec.out_dtype not in _DTYPES:
         return ValueError(
-            f"backend='triton' takes float16, bfloat16 or float32, got {problem.out_dtype}"
+            f"backend='triton' takes float16, bfloat16 or float32, got {spec.out_dtype}"
         )
-    widths = (problem.query.shape[-1], problem.value.shape[-1])
-    if not all(1 <= w <= MAX_HEAD_DIM for w in widths):
+    if not all(1 <= w <= MAX_HEAD_DIM for w in (spec.width, spec.width_v)):
         return ValueError(
-            f"backend='triton' takes head widths from 1 to {MAX_HEAD_DIM}, got E = {widths[0]} "
-            f"and Ev = {widths[1]}"
+            f"backend='triton' takes head widths from 1 to {MAX_HEAD_DIM}, got E = {spec.width} "
+            f"and Ev = {spec.width_v}"
         )
     for name, size in (("block_q", block_q), ("block_k", block_k)):
         if not _is_tile(size):
             return ValueError(
                 f"backend='triton' needs {name} to be a power of two from 16 to 256, got {size}"
             )
-    pairs = prod(tuple(problem.query.shape[:-2]))
+    if spec.enable_gqa and spec.heads_k != spec.heads_v and 1 not in (spec.heads_k, spec.heads_v):
+        return ValueError(
+            "backend='triton' maps one group size to key and value heads, got "
+            f"{spec.heads_k} key and {spec.heads_v} value heads; use backend='tiled'"
+        )
+    pairs = prod(spec.batch)
     if pairs > 65535:
         return ValueError(f"backend='triton' launches at most 65535 batch·head pairs, got {pairs}")
     return None
@@ -433,35 +437,34 @@ class TritonAttention(torch.autograd.Function):
         )
 
 
-def triton_attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    problem: AttentionProblem,
-    enable_gqa: bool,
-    block_q: int | None,
-    block_k: int | None,
-) -> torch.Tensor:
-    """The Triton path for inputs `refusal` accepted: output (..., L, Ev) in the query's dtype.
+def triton_attention(spec: AttentionSpec, block_q: int | None, block_k: int | None) -> torch.Tensor:
+    """The Triton path for a call `refusal` accepted: output (*batch, L, Ev) in the query's dtype.
 
-    Takes the caller's own tensors (not ``problem``'s upcast, head-expanded
-    copies: the kernel reads 16-bit inputs as they are and maps grouped
-    heads itself) and views them as (B, H, length, width), H the last batch
-    dimension; key and value batch dimensions that broadcast are expanded
-    (a copy only when several leading dimensions must merge).
+    Reads the caller's own tensors (the kernel takes 16-bit inputs as they
+    are, any strides, and maps grouped heads itself) as (B, H, length,
+    width) views: H is the last batch dimension, B the ones before it, and
+    every batch dimension an input broadcasts along is an ``expand`` view
+    (stride 0), never a copy. When several leading dimensions cannot merge
+    into one B as a view, the kernel runs once per entry of all but the
+    last of them, and the outputs are stacked (one copy, the output's size).
     """
-    batch = tuple(query.shape[:-2])
+    batch, length_q, width_v = spec.batch, spec.length_q, spec.width_v
     heads = batch[-1] if batch else 1
     outer = batch[:-1]
-    b = prod(outer)
-    length_q, length_k = query.shape[-2], key.shape[-2]
-    q4 = query.reshape(b, heads, length_q, query.shape[-1])  # (B, H, L, E)
+    heads_kv = heads
+    if spec.enable_gqa:  # key and value heads as the kernel maps them: h -> h // group
+        heads_kv = spec.heads_k if spec.heads_k != 1 else spec.heads_v
 
-    def as4(x: torch.Tensor) -> torch.Tensor:
-        heads_kv = x.shape[-3] if enable_gqa else heads
-        x = x.expand(*outer, heads_kv, *x.shape[-2:])  # (..., Hkv, S, w)
-        return x.reshape(b, heads_kv, length_k, x.shape[-1])  # (B, Hkv, S, w)
+    def expanded(x: torch.Tensor, h: int) -> torch.Tensor:
+        return x.expand(*outer, h, *x.shape[-2:])  # (*outer, h, length, width), a view
 
-    args = (problem.is_causal, problem.scale, block_q, block_k)
-    out = TritonAttention.apply(q4, as4(key), as4(value), *args)  # (B, H, L, Ev)
-    return out.reshape(*batch, length_q, value.shape[-1])  # (..., L, Ev)
+    views = [expanded(spec.query, heads), *(expanded(x, heads_kv) for x in (spec.key, spec.value))]
+    args = (spec.is_causal, spec.scale, block_q, block_k)
+    try:  # (B, h, length, width): merging the outer dimensions is a view for most strides
+        q4, k4, v4 = (x.view(prod(outer), *x.shape[-3:]) for x in views)
+    except RuntimeError:  # dimensions broadcast apart: one launch per leading entry
+        leading = itertools.product(*(range(n) for n in outer[:-1]))  # row-major
+        outs = [TritonAttention.apply(*(x[i] for x in views), *args) for i in leading]
+        return torch.stack(outs).reshape(*batch, length_q, width_v)  # (..., L, Ev)
+    out = TritonAttention.apply(q4, k4, v4, *args)  # (B, H, L, Ev)
+    return out.reshape(*batch, length_q, width_v)  # (..., L, Ev)

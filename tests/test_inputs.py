@@ -1,0 +1,125 @@
+"""Argument checking (`check`, no copies) and materialisation (`materialise`) for every path."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from support import make, qkv
+
+import attention_lib as al
+from attention_lib.inputs import check, materialise, prepare
+
+# every public path that takes attn_mask; "triton" is checked before the kernel is looked for
+PATHS = {
+    "reference": lambda *a, **kw: al.scaled_dot_product_attention(*a, **kw),
+    "weights": lambda q, k, v, **kw: al.attention_weights(q, k, **kw),
+    "tiled": lambda *a, **kw: al.flash_attention(*a, backend="tiled", **kw),
+    "triton": lambda *a, **kw: al.flash_attention(*a, backend="triton", **kw),
+}
+
+
+def test_check_keeps_the_callers_arrays_and_resolves_the_sizes(lib):
+    q, k = make((4, 3, 8), lib, "float32"), make((4, 4, 6, 8), lib, "float32", 1)
+    v = make((1, 6, 5), lib, "float32", 2)
+    mask = make((6,), lib, "float32")
+    spec = check(q, k, v, mask)
+    assert spec.query is q and spec.key is k and spec.value is v and spec.mask is mask
+    assert spec.batch == (4, 4) and spec.shape == (4, 4, 3, 5)
+    assert (spec.length_q, spec.length_k, spec.width, spec.width_v) == (3, 6, 8, 5)
+    assert spec.heads_q is spec.heads_k is spec.heads_v is None and not spec.enable_gqa
+    assert spec.scale == 1 / math.sqrt(8) and spec.out_dtype == q.dtype and not spec.is_causal
+
+
+def test_check_with_grouped_heads_reports_them_without_repeating(lib):
+    q, k, v = make((2, 6, 5, 4), lib), make((2, 3, 7, 4), lib, seed=1), make((2, 1, 7, 2), lib)
+    spec = check(q, k, v, is_causal=True, scale=0.5, enable_gqa=True)
+    assert (spec.heads_q, spec.heads_k, spec.heads_v) == (6, 3, 1)
+    assert spec.batch == (2, 6) and spec.key is k and spec.value is v
+    assert spec.is_causal and spec.scale == 0.5 and spec.enable_gqa
+
+
+def test_check_copies_nothing():
+    import torch
+
+    q = torch.zeros(1, 1, 4, 8, dtype=torch.float16).expand(64, 8, 4, 8)  # a stride-0 view
+    k = v = torch.zeros(2, 8, 16, 8, dtype=torch.float16)[:, ::4]  # (2, 2, 16, 8), not contiguous
+    spec = check(q, k[:1], v[:1], enable_gqa=True)
+    assert spec.query is q and spec.query.dtype == torch.float16  # no upcast, no contiguous copy
+    assert spec.batch == (64, 8) and (spec.heads_q, spec.heads_k) == (8, 2)
+
+
+def test_materialise_upcasts_repeats_groups_and_leaves_batches_to_broadcast():
+    import torch
+
+    q = make((3, 4, 5, 8), "torch", "float16")
+    k, v = make((1, 2, 6, 8), "torch", "float16", 1), make((1, 1, 6, 3), "torch", "float16", 2)
+    mask = make((6,), "torch", "float16", 3)
+    problem = materialise(check(q, k, v, mask, enable_gqa=True))
+    assert problem.query.dtype == problem.key.dtype == problem.mask.dtype == torch.float32
+    assert tuple(problem.query.shape) == (3, 4, 5, 8)  # not copied to anything larger
+    assert tuple(problem.key.shape) == (1, 4, 6, 8)  # key heads 2 -> 4, repeat_interleave
+    torch.testing.assert_close(problem.key[0, 1], k[0, 0].float())
+    assert tuple(problem.value.shape) == (1, 1, 6, 3)  # a single head broadcasts: no copy
+    assert tuple(problem.mask.shape) == (1, 6)  # at least two dimensions, a view
+    assert problem.batch == (3, 4) and problem.shape == (3, 4, 5, 3)
+    assert problem.out_dtype == torch.float16
+
+
+def test_prepare_is_check_then_materialise():
+    q, k, v = qkv("numpy", dtype="float32")
+    a, b = prepare(q, k, v, scale=0.3), materialise(check(q, k, v, scale=0.3))
+    assert a.query is b.query and a.scale == b.scale == 0.3 and a.batch == b.batch == (2, 3)
+
+
+# ---------------------------------------------------------------- mask dtypes, as in PyTorch
+
+
+TORCH_DTYPES = ["float64", "float32", "float16", "bfloat16"]
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("query_dtype", TORCH_DTYPES)
+@pytest.mark.parametrize("mask_dtype", [*TORCH_DTYPES, "bool", "int64"])
+def test_mask_dtypes_are_accepted_exactly_where_pytorch_accepts_them(path, query_dtype, mask_dtype):
+    import torch
+    import torch.nn.functional as F
+
+    q, k, v = (x.to(getattr(torch, query_dtype)) for x in qkv("torch", length=4, keys=6))
+    mask = torch.ones(4, 6, dtype=getattr(torch, mask_dtype))
+    try:
+        F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        pytorch_accepts = True
+    except RuntimeError as err:
+        assert "Expected attn_mask dtype" in str(err)
+        pytorch_accepts = False
+    if pytorch_accepts:
+        if path == "triton":
+            return  # it refuses every mask, with or without triton: test_triton_flash.py
+        out = PATHS[path](q, k, v, attn_mask=mask)
+        assert out.dtype == q.dtype
+    elif mask_dtype == "int64":
+        with pytest.raises(TypeError, match=r"attn_mask must be boolean or floating point"):
+            PATHS[path](q, k, v, attn_mask=mask)
+    else:
+        message = (
+            rf"attn_mask of dtype torch\.{mask_dtype} does not match the query's dtype "
+            rf"torch\.{query_dtype}: a float mask must have the query's dtype or float32"
+        )
+        with pytest.raises(TypeError, match=message):
+            PATHS[path](q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("path", ["reference", "weights", "tiled"])
+def test_numpy_float_masks_must_match_the_query(path):
+    q, k, v = qkv("numpy", dtype="float32")
+    with pytest.raises(TypeError, match=r"dtype float64 does not match the query's dtype float32"):
+        PATHS[path](q, k, v, attn_mask=np.zeros((5, 7)))
+    with pytest.raises(TypeError, match=r"dtype float16 does not match the query's dtype float32"):
+        PATHS[path](q, k, v, attn_mask=np.zeros((5, 7), dtype=np.float16))
+    # float32 goes with any query, as in PyTorch: float64 inputs and a float32 mask
+    bias = np.random.default_rng(1).normal(size=(5, 7)).astype(np.float32)
+    q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
+    out = PATHS[path](q64, k64, v64, attn_mask=bias)
+    np.testing.assert_allclose(out, PATHS[path](q64, k64, v64, attn_mask=bias.astype(np.float64)))
