@@ -276,10 +276,12 @@ if __name__ == "__main__":  # the child: python tests/test_triton_compile.py [--
     parser = argparse.ArgumentParser(description="compile the Triton kernels for sm_80 and sm_90")
     parser.add_argument("--full", action="store_true", help="every configuration to a cubin")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--match", default="", help="only configurations whose name has this")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     start = time.perf_counter()
-    results = run(configurations(args.full), args.jobs)
+    todo = [c for c in configurations(args.full) if args.match in c.name]
+    results = run(todo, args.jobs)
     wall = time.perf_counter() - start
     print(json.dumps({"results": results, "wall_s": wall, "jobs": args.jobs}))
     sys.exit(0)

@@ -163,59 +163,73 @@ def _lse_error():
     return (lse * math.log(2) - torch.logsumexp(scores, dim=-1)).abs().max().item()
 
 
+def _describe(x):
+    """Data pointer, shape, strides (None for a dimension of size 1: never stepped) and dtype."""
+    strides = [None if n == 1 else s for n, s in zip(x.shape, x.stride(), strict=True)]
+    return [x.data_ptr(), list(x.shape), strides, str(x.dtype)]
+
+
+def _recorded(run):
+    """The launches ``run()`` makes: each kernel's name and its tensors, described."""
+    import torch
+
+    from attention_lib.flash import triton_kernels
+
+    launches = []
+    launch = triton_kernels.Launch.__call__
+
+    def recording(self):
+        tensors = [a for a in self.args if isinstance(a, torch.Tensor)]
+        launches.append({"kernel": self.kernel.__name__, "tensors": list(map(_describe, tensors))})
+        launch(self)
+
+    triton_kernels.Launch.__call__ = recording
+    try:
+        run()
+    finally:
+        triton_kernels.Launch.__call__ = launch
+    return launches
+
+
 def _handed_to_the_kernels():
     """What each kernel launch received: the caller's tensors as they are, or copies.
 
     Inputs in the (B, L, H, E) layout models use, viewed as (B, H, L, E)
-    (not contiguous), in bfloat16 with grouped key/value heads; forward and
-    backward. Records each launch's tensors (data pointer, shape, strides, dtype).
+    (not contiguous), in bfloat16: with grouped key/value heads, forward and
+    backward; with one key/value head broadcast over the query's; and with
+    no gradient asked for. Records each launch's tensors (data pointer,
+    shape, strides, dtype).
     """
     import torch
 
     import attention_lib as al
-    from attention_lib.flash import triton_kernels
 
     g = torch.Generator().manual_seed(5)
-    b, length, heads, heads_kv, width = 2, 24, 4, 2, 16
+    b, length, heads, width = 2, 24, 4, 16
 
     def rows_major(h, w):  # (B, L, H, w) storage, seen as (B, H, L, w)
         x = torch.randn((b, length, h, w), generator=g).to(torch.bfloat16)
         return x.transpose(1, 2).requires_grad_()
 
-    q, k, v = rows_major(heads, width), rows_major(heads_kv, width), rows_major(heads_kv, 32)
-    grad_out = rows_major(heads, 32).detach()
-    launches = []
-    run = triton_kernels.Launch.__call__
+    results = {}
+    for name, heads_kv, gqa in (("grouped", 2, True), ("broadcast", 1, False)):
+        q, k, v = rows_major(heads, width), rows_major(heads_kv, width), rows_major(heads_kv, 32)
+        grad_out = rows_major(heads, 32).detach()
 
-    def recording(self):
-        tensors = [a for a in self.args if isinstance(a, torch.Tensor)]
-        launches.append(
-            {
-                "kernel": self.kernel.__name__,
-                "tensors": [
-                    [t.data_ptr(), list(t.shape), list(t.stride()), str(t.dtype)] for t in tensors
-                ],
-            }
-        )
-        run(self)
+        def forward_and_backward(q=q, k=k, v=v, grad_out=grad_out, gqa=gqa):
+            out = al.flash_attention(
+                q, k, v, is_causal=True, enable_gqa=gqa, backend="triton", **TILES_16
+            )
+            out.backward(grad_out)
 
-    triton_kernels.Launch.__call__ = recording
-    try:
-        out = al.flash_attention(
-            q, k, v, is_causal=True, enable_gqa=True, backend="triton", **TILES_16
-        )
-        out.backward(grad_out)
-    finally:
-        triton_kernels.Launch.__call__ = run
-    given = {
-        name: [x.data_ptr(), list(x.shape), list(x.stride()), str(x.dtype)]
-        for name, x in (("q", q), ("k", k), ("v", v), ("grad_out", grad_out))
-    }
-    return {
-        "given": given,
-        "launches": launches,
-        "grad_shapes": [list(x.grad.shape) for x in (q, k, v)],
-    }
+        launches = _recorded(forward_and_backward)
+        given = {n: _describe(x) for n, x in (("q", q), ("k", k), ("v", v), ("do", grad_out))}
+        grads = [list(x.grad.shape) for x in (q, k, v)]
+        results[name] = {"given": given, "launches": launches, "grad_shapes": grads}
+    with torch.no_grad():
+        q = rows_major(heads, width)
+        results["no_grad"] = _recorded(lambda: al.flash_attention(q, q, q, backend="triton"))
+    return results
 
 
 def _refusals():
@@ -353,8 +367,9 @@ def test_the_kernel_writes_the_log_sum_exp(measured):
     assert measured["lse"] < 1e-5
 
 
-def test_kernels_take_the_callers_tensors_without_copies(measured):
-    handed = measured["handed"]
+@pytest.mark.parametrize("case", ["grouped", "broadcast"])
+def test_kernels_take_the_callers_tensors_without_copies(measured, case):
+    handed = measured["handed"][case]
     given = handed["given"]
     kernels = [launch["kernel"] for launch in handed["launches"]]
     assert kernels == ["attention_forward", "attention_delta", "attention_dkdv", "attention_dq"]
@@ -362,15 +377,19 @@ def test_kernels_take_the_callers_tensors_without_copies(measured):
     # the forward pass reads q, k, v where they are, in bfloat16, with their strides
     assert forward["tensors"][:3] == [given["q"], given["k"], given["v"]]
     # the backward pass reads them and the output's gradient the same way
-    assert dkdv["tensors"][:4] == [given["q"], given["k"], given["v"], given["grad_out"]]
-    assert dq["tensors"][:4] == [given["q"], given["k"], given["v"], given["grad_out"]]
-    assert delta["tensors"][1] == given["grad_out"]
-    # grouped heads: dK and dV have the key/value heads' shape, summed in the kernel
+    assert dkdv["tensors"][:4] == [given["q"], given["k"], given["v"], given["do"]]
+    assert dq["tensors"][:4] == [given["q"], given["k"], given["v"], given["do"]]
+    assert delta["tensors"][1] == given["do"]
+    # shared key/value heads: dK and dV have their shape, summed over the group in the kernel
     dk, dv = dkdv["tensors"][6:8]
     assert dk[1] == given["k"][1] and dv[1] == given["v"][1]
     assert handed["grad_shapes"] == [given["q"][1], given["k"][1], given["v"][1]]
     # lse and delta are (B, H, L) float32
     assert forward["tensors"][4][1:] == [[2, 4, 24], [96, 24, 1], "torch.float32"]
+
+
+def test_without_gradients_only_the_forward_kernel_runs(measured):
+    assert [launch["kernel"] for launch in measured["handed"]["no_grad"]] == ["attention_forward"]
 
 
 def test_empty_lengths_give_zeros(measured):

@@ -30,8 +30,37 @@ def _check_block(name: str, size: int | None) -> None:
         )
 
 
+def _spec(query: Any, key: Any, value: Any, problem: AttentionProblem, enable_gqa: bool) -> Any:
+    """The caller's own arrays and the sizes they imply, as ``inputs.AttentionSpec`` holds them.
+
+    Stands in for ``inputs.check`` (issue 11) until it lands: the Triton path
+    reads the fields below and nothing else.
+    """
+    from types import SimpleNamespace
+
+    gqa = bool(enable_gqa) and query.ndim >= 3 and key.ndim >= 3 and value.ndim >= 3
+    return SimpleNamespace(
+        query=query,
+        key=key,
+        value=value,
+        mask=problem.mask,
+        batch=tuple(problem.query.shape[:-2]),
+        length_q=query.shape[-2],
+        length_k=key.shape[-2],
+        width=query.shape[-1],
+        width_v=value.shape[-1],
+        heads_q=query.shape[-3] if gqa else None,
+        heads_k=key.shape[-3] if gqa else None,
+        heads_v=value.shape[-3] if gqa else None,
+        is_causal=problem.is_causal,
+        scale=problem.scale,
+        out_dtype=problem.out_dtype,
+        enable_gqa=gqa,
+    )
+
+
 def _triton_refusal(
-    problem: AttentionProblem, block_q: int | None, block_k: int | None, forced: bool
+    spec: Any, block_q: int | None, block_k: int | None, forced: bool
 ) -> Exception | None:
     """Why the Triton kernel cannot run this call (an exception to raise), or None if it can.
 
@@ -39,9 +68,9 @@ def _triton_refusal(
     imported for numpy or CPU work; ``backend="triton"`` also accepts CPU
     tensors when the kernel runs in Triton's interpreter (TRITON_INTERPRET=1).
     """
-    if not is_torch_array(problem.query):
+    if not is_torch_array(spec.query):
         return ValueError("backend='triton' needs torch tensors, got numpy arrays")
-    if not forced and problem.query.device.type != "cuda":
+    if not forced and spec.query.device.type != "cuda":
         return RuntimeError("the Triton kernel runs on CUDA tensors")
     if importlib.util.find_spec("triton") is None:
         return RuntimeError(
@@ -52,7 +81,7 @@ def _triton_refusal(
         from . import triton_kernels
     except ImportError as err:  # installed but broken, e.g. no matching driver libraries
         return RuntimeError(f"backend='triton': triton is installed but failed to import: {err}")
-    return triton_kernels.refusal(problem, block_q, block_k)
+    return triton_kernels.refusal(spec, block_q, block_k)
 
 
 def flash_attention(
@@ -112,11 +141,12 @@ def flash_attention(
     _check_block("block_k", block_k)
     problem = prepare(query, key, value, attn_mask, is_causal, scale, enable_gqa)
     if backend != "tiled":
-        refusal = _triton_refusal(problem, block_q, block_k, forced=backend == "triton")
+        spec = _spec(query, key, value, problem, enable_gqa)
+        refusal = _triton_refusal(spec, block_q, block_k, forced=backend == "triton")
         if refusal is None:
             from .triton_kernels import triton_attention
 
-            return triton_attention(query, key, value, problem, enable_gqa, block_q, block_k)
+            return triton_attention(spec, block_q, block_k)
         if backend == "triton":
             raise refusal
     if is_torch_array(problem.query):

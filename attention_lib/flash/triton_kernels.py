@@ -24,6 +24,7 @@ the library imports it only when the Triton path is asked for.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,6 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from ..backend import prod
-from ..inputs import AttentionProblem
 from .triton_backward import attention_delta, attention_dkdv, attention_dq
 from .triton_common import INTERPRETED
 from .triton_configs import DELTA_TILE, MAX_HEAD_DIM, Tile, choose, padded
@@ -106,6 +106,7 @@ def _shared(dtype: torch.dtype, width: int, width_v: int, is_causal: bool) -> di
     }
 
 
+@functools.lru_cache(maxsize=256)
 def tile_for(
     kernel: str,
     dtype: torch.dtype,
@@ -118,7 +119,8 @@ def tile_for(
     """The table's tile for a kernel, with the caller's block sizes where given.
 
     ``block_q`` replaces BLOCK_M (query rows) and ``block_k`` BLOCK_N (keys)
-    in every kernel; warps and stages stay the table's.
+    in every kernel; warps and stages stay the table's. Cached: a launch
+    looks its tile up in a dictionary, not the table.
     """
     head_dim = padded(max(width, width_v))
     tile = choose(kernel, head_dim, DTYPES[dtype], bool(is_causal))
@@ -393,80 +395,129 @@ def _is_tile(size: int | None) -> bool:
     return size is None or (16 <= size <= 256 and size & (size - 1) == 0)
 
 
-def refusal(
-    problem: AttentionProblem, block_q: int | None, block_k: int | None
-) -> Exception | None:
-    """Why the kernel cannot run this validated problem (an exception to raise), or None.
+def _kv_heads(spec: Any, heads: int) -> tuple[int, int, int] | None:
+    """(key heads, value heads, heads both are read as) for query heads ``heads``, or None.
 
-    RuntimeError when this process cannot launch it on the tensors' device;
-    ValueError for what the kernel does not handle (a mask, float64, head
-    widths over 256, block sizes that are not powers of two from 16 to 256,
-    more than 65535 heads or batch entries).
+    Key and value heads are 1 (broadcast over the query's heads), ``heads``,
+    or with grouped-query attention a divisor of it. The kernels take one
+    group size for both: a single head broadcasts (stride 0) to the other's
+    count; two different counts, neither 1, cannot be mapped.
     """
-    device = problem.query.device
+
+    def count(x: Any, grouped: int | None) -> int:
+        if grouped is not None:
+            return grouped
+        return x.shape[-3] if x.ndim >= 3 else 1  # 1 or heads: it broadcasts
+
+    gqa = bool(spec.enable_gqa)
+    h_k = count(spec.key, spec.heads_k if gqa else None)
+    h_v = count(spec.value, spec.heads_v if gqa else None)
+    if h_k != h_v and 1 not in (h_k, h_v):
+        return None
+    return h_k, h_v, max(h_k, h_v)
+
+
+def refusal(spec: Any, block_q: int | None, block_k: int | None) -> Exception | None:
+    """Why the kernels cannot run this validated call (an exception to raise), or None.
+
+    ``spec`` is `attention_lib.inputs.AttentionSpec`: the caller's own
+    tensors and the sizes they imply. RuntimeError when this process cannot
+    launch the kernels on the tensors' device; ValueError for what they do
+    not handle: a mask, float64, head widths over 256, block sizes that are
+    not powers of two from 16 to 256, more than 65535 heads or batch entries,
+    grouped key and value heads of two different counts.
+    """
+    device = spec.query.device
     if device.type != "cuda" and not INTERPRETED:
         return RuntimeError(
             f"backend='triton' needs CUDA tensors, got tensors on {device}; to run the kernel "
             "on the CPU, set TRITON_INTERPRET=1 before triton is first imported"
         )
-    if problem.mask is not None:
+    if spec.mask is not None:
         return ValueError(
             "backend='triton' does not take attn_mask (only is_causal); "
             "use backend='tiled' or 'auto' for masks"
         )
-    if problem.out_dtype not in DTYPES:
+    if spec.out_dtype not in DTYPES:
         return ValueError(
-            f"backend='triton' takes float16, bfloat16 or float32, got {problem.out_dtype}"
+            f"backend='triton' takes float16, bfloat16 or float32, got {spec.out_dtype}"
         )
-    widths = (problem.query.shape[-1], problem.value.shape[-1])
-    if not all(1 <= w <= MAX_HEAD_DIM for w in widths):
+    if not all(1 <= w <= MAX_HEAD_DIM for w in (spec.width, spec.width_v)):
         return ValueError(
-            f"backend='triton' takes head widths from 1 to {MAX_HEAD_DIM}, got E = {widths[0]} "
-            f"and Ev = {widths[1]}"
+            f"backend='triton' takes head widths from 1 to {MAX_HEAD_DIM}, got E = {spec.width} "
+            f"and Ev = {spec.width_v}"
         )
     for name, size in (("block_q", block_q), ("block_k", block_k)):
         if not _is_tile(size):
             return ValueError(
                 f"backend='triton' needs {name} to be a power of two from 16 to 256, got {size}"
             )
-    batch = tuple(problem.query.shape[:-2])
-    heads, outer = (batch[-1], prod(batch[:-1])) if batch else (1, 1)
-    if heads > MAX_GRID_YZ or outer > MAX_GRID_YZ:
+    batch = tuple(spec.batch)
+    heads = batch[-1] if batch else 1
+    if _kv_heads(spec, heads) is None:
+        return ValueError(
+            "backend='triton' reads key and value heads with one group size, got "
+            f"{spec.heads_k} key and {spec.heads_v} value heads; use backend='tiled'"
+        )
+    if heads > MAX_GRID_YZ or (batch[-2] if len(batch) > 1 else 1) > MAX_GRID_YZ:
         return ValueError(
             f"backend='triton' launches at most {MAX_GRID_YZ} heads and {MAX_GRID_YZ} batch "
-            f"entries, got batch dimensions {batch}"
+            f"entries per launch, got batch dimensions {batch}"
         )
     return None
 
 
-def triton_attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    problem: AttentionProblem,
-    enable_gqa: bool,
-    block_q: int | None,
-    block_k: int | None,
-) -> torch.Tensor:
-    """The Triton path for inputs `refusal` accepted: output (..., L, Ev) in the query's dtype.
+def _as_heads(x: torch.Tensor, outer: tuple[int, ...], heads: int) -> torch.Tensor:
+    """x (..., h, length, width) as an (*outer, heads, length, width) view (stride 0 where it
+    broadcasts); never a copy."""
+    return x.expand(*outer, heads, *x.shape[-2:])
 
-    Takes the caller's own tensors and views them as (B, H, length, width),
-    H the last batch dimension; key and value batch dimensions that
-    broadcast are expanded views (a copy only when several leading
-    dimensions must merge).
+
+def triton_attention(spec: Any, block_q: int | None, block_k: int | None) -> torch.Tensor:
+    """The Triton path for a call `refusal` accepted: output (*batch, L, Ev) in the query's dtype.
+
+    Reads the caller's own tensors: 16-bit inputs as they are, any strides,
+    as (B, H, length, width) views, H the last batch dimension and B the
+    ones before it. A dimension an input broadcasts along is an ``expand``
+    view (stride 0); key and value heads shared by a group of query heads
+    (grouped-query attention, or one head broadcast to all) are read by
+    index and their gradients summed inside the kernels. When the leading
+    dimensions cannot merge into one B as a view (broadcast in one and not
+    another), the kernels run once per entry of all but the last, and the
+    outputs are stacked: one copy, the output's size. No input is copied.
+    Without autograd (no input requires grad, or grad mode is off) the
+    forward kernel runs alone.
     """
-    batch = tuple(query.shape[:-2])
+    batch = tuple(spec.batch)
     heads = batch[-1] if batch else 1
     outer = batch[:-1]
-    b = prod(outer)
-    length_q, length_k = query.shape[-2], key.shape[-2]
-    q4 = query.reshape(b, heads, length_q, query.shape[-1])  # (B, H, L, E)
+    _, _, heads_kv = _kv_heads(spec, heads)  # type: ignore[misc]
+    views = (
+        _as_heads(spec.query, outer, heads),  # (*outer, H, L, E)
+        _as_heads(spec.key, outer, heads_kv),  # (*outer, Hkv, S, E)
+        _as_heads(spec.value, outer, heads_kv),  # (*outer, Hkv, S, Ev)
+    )
+    config = (spec.is_causal, spec.scale, block_q, block_k)
+    grad = torch.is_grad_enabled() and any(x.requires_grad for x in views)
 
-    def as4(x: torch.Tensor) -> torch.Tensor:
-        heads_kv = x.shape[-3] if enable_gqa else heads
-        x = x.expand(*outer, heads_kv, *x.shape[-2:])  # (..., Hkv, S, w)
-        return x.reshape(b, heads_kv, length_k, x.shape[-1])  # (B, Hkv, S, w)
+    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        if grad:
+            return TritonAttention.apply(q, k, v, *config)  # (B, H, L, Ev)
+        return flash_forward(q, k, v, *config)[0]  # (B, H, L, Ev)
 
-    args = (problem.is_causal, problem.scale, block_q, block_k)
-    out = TritonAttention.apply(q4, as4(key), as4(value), *args)  # (B, H, L, Ev)
-    return out.reshape(*batch, length_q, value.shape[-1])  # (..., L, Ev)
+    try:  # (B, h, length, width): merging the leading dimensions is a view for most strides
+        if prod(outer) > MAX_GRID_YZ:
+            raise RuntimeError("more batch entries than one launch takes")
+        q4, k4, v4 = (x.view(prod(outer), *x.shape[-3:]) for x in views)
+    except RuntimeError:  # they broadcast apart: one launch per entry of all but the last
+        firsts = [range(n) for n in outer[:-1]]
+        outs = [attend(*(x[i] for x in views)) for i in _product(firsts)]
+        return torch.stack(outs).view(*batch, spec.length_q, spec.width_v)  # (..., L, Ev)
+    return attend(q4, k4, v4).view(*batch, spec.length_q, spec.width_v)  # (..., L, Ev)
+
+
+def _product(ranges: list[range]) -> list[tuple[int, ...]]:
+    """Every index tuple of the ranges, the last varying fastest (row-major)."""
+    import itertools
+
+    return list(itertools.product(*ranges))
