@@ -295,7 +295,7 @@ def compiled():
     env = {**os.environ, "TRITON_INTERPRET": "0"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     result = subprocess.run(
-        [sys.executable, __file__], env=env, capture_output=True, text=True, timeout=1800
+        [sys.executable, __file__], env=env, capture_output=True, text=True, timeout=3600
     )
     assert result.returncode == 0, result.stderr[-4000:]
     return json.loads(result.stdout.strip().splitlines()[-1])["results"]
