@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test lint format notebooks bench clean bench-latency
+.PHONY: lab test lint format notebooks bench clean bench-latency gpu-check gpu-wheels
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,17 @@ format: $(STAMP)
 # BENCH_ARGS="--quick" for a short try.
 bench: $(STAMP)
 	$(BIN)/python -m attention_lib.bench $(BENCH_ARGS)
+
+# On a machine with an NVIDIA GPU, with that machine's own Python (torch, triton, numpy,
+# matplotlib, psutil, tqdm; no .venv, no network): the Triton kernels' correctness, then
+# the GPU benchmark, into benchmarks/results/gpu-<device>/. GPU_CHECK_ARGS=--quick for a
+# shorter sweep. Packages it lacks come from .whl/ (make gpu-wheels, run where pip works).
+GPU_PYTHON ?= python3
+gpu-check:
+	$(GPU_PYTHON) scripts/gpu_check.py $(GPU_CHECK_ARGS)
+
+gpu-wheels: $(STAMP)
+	$(BIN)/python scripts/gpu_check.py --fetch-wheels
 
 # Re-execute every notebook in place, storing fresh outputs (then commit them).
 notebooks: $(STAMP)

@@ -3,6 +3,10 @@
     python -m attention_lib.bench                 # the full sweep (tens of minutes on 2 cores)
     python -m attention_lib.bench --quick         # a small sweep, for trying it out
 
+On a machine with a CUDA device the same command runs the GPU benchmark
+instead (`attention_lib.bench_gpu`: our kernels against PyTorch's SDPA
+backends, timed with CUDA events); ``--device cpu`` keeps this one.
+
 For each path, sequence length, head width and causal setting it records the
 median time over repeats, the achieved GFLOP/s (4·B·H·L·S·E FLOPs, halved for
 causal, as FlashAttention's benchmark counts them), the peak memory beyond the
@@ -528,7 +532,24 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def _device(argv: Sequence[str] | None) -> str:
+    """The --device asked for, or cuda when torch sees one, else cpu."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--device", default=None)
+    known, _ = pre.parse_known_args(argv)
+    if known.device is not None:
+        return str(known.device)
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The CPU suite below, or on a CUDA device the GPU suite (`attention_lib.bench_gpu`)."""
+    if _device(argv).startswith("cuda"):
+        from . import bench_gpu
+
+        return bench_gpu.main(argv)
     args = parse(argv)
     suite = run_suite(args)
     out = write(suite, args.out)

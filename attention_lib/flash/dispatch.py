@@ -84,19 +84,21 @@ def flash_attention(
       this module; torch tensors run its in-place torch version, which is
       differentiable (FlashAttention's backward pass, recomputing tiles from
       the saved log-sum-exp; see `attention_lib.flash.autograd`).
-    - ``"triton"``: the Triton kernel (`attention_lib.flash.triton_kernels`): CUDA
-      tensors, or CPU tensors when TRITON_INTERPRET=1 was set before triton
-      was imported. It handles ``is_causal`` but no ``attn_mask``; float16,
-      bfloat16 and float32; head widths up to 256. Its gradients come from
-      the tiled backward pass.
+    - ``"triton"``: the Triton kernels (`attention_lib.flash.triton_kernels`):
+      CUDA tensors, or CPU tensors when TRITON_INTERPRET=1 was set before
+      triton was imported. They handle ``is_causal`` but no ``attn_mask``;
+      float16, bfloat16 and float32; head widths up to 256; the inputs as
+      given (any strides, no upcast or head-expanded copies). Gradients come
+      from FlashAttention-2's backward pass, in Triton too.
     - ``"auto"`` (default): Triton for CUDA tensors when triton is installed
       and the call is one it handles, the tiled path otherwise (masks,
       float64, numpy, CPU tensors).
 
     ``block_q`` and ``block_k`` are the tile sizes: any positive integers,
     also ones that do not divide L or S, or None for the path's own choice
-    (numpy 128 x 128, torch 512 x 1024, Triton by head width). The Triton
-    kernel takes powers of two from 16 to 256.
+    (numpy 128 x 128, torch 512 x 1024, Triton from its tile table). The
+    Triton kernels take powers of two from 16 to 256, for every kernel:
+    block_q query rows by block_k keys.
 
     Raises ValueError for block sizes that are not positive integers, an
     unknown ``backend`` (the message lists the valid names) and requests

@@ -1,0 +1,149 @@
+"""FlashAttention's accuracy rule, applied to our paths: at most twice PyTorch's own error.
+
+A low-precision kernel cannot match a float64 answer to float64's digits;
+FlashAttention's tests ask instead that its error against a float64
+reference be at most twice the error PyTorch's own attention makes in the
+same dtype. Here the reference is torch's ``scaled_dot_product_attention``
+in float64 (forward and, through autograd, gradients), PyTorch's error is
+that of the same function on the low-precision inputs, and ours is
+`flash_attention` with the ``backend`` and tiles asked for.
+
+A floor keeps the rule from demanding more than rounding allows where
+PyTorch happens to be exact or nearly so: a tenth of an ulp at 1 for 16-bit
+dtypes, and four ulps of the largest reference value for float32, where
+both errors are a few ulps and the order of summation decides which is
+smaller. Used by the interpreter tests and the GPU check (scripts/gpu_check.py).
+
+Importing this module imports nothing heavy; torch loads when a check runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["Check", "floor", "forward_check", "gradient_checks"]
+
+
+def floor(dtype: str, magnitude: float) -> float:
+    """The error allowed on top of twice PyTorch's, for ``dtype`` and max |reference|."""
+    import torch
+
+    eps = torch.finfo(getattr(torch, dtype)).eps
+    return 4 * eps * magnitude if dtype == "float32" else 0.1 * eps
+
+
+@dataclass(frozen=True)
+class Check:
+    """One comparison: our max |error| and PyTorch's, against the same float64 reference."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    ours: float
+    pytorch: float
+    magnitude: float  # max |reference|
+
+    @property
+    def tolerance(self) -> float:
+        return 2 * self.pytorch + floor(self.dtype, self.magnitude)
+
+    @property
+    def passed(self) -> bool:
+        return self.ours <= self.tolerance
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "tolerance": self.tolerance, "passed": self.passed}
+
+
+def _split(kw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(our keyword arguments, PyTorch's): block sizes and backend are ours alone."""
+    ours_only = ("block_q", "block_k", "backend")
+    return dict(kw), {n: x for n, x in kw.items() if n not in ours_only}
+
+
+def _name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def forward_check(name: str, query: Any, key: Any, value: Any, **kw: Any) -> Check:
+    """Our output's max |error| against float64, and PyTorch's in the inputs' dtype.
+
+    ``kw``: flash_attention's keywords (is_causal, scale, enable_gqa, block_q,
+    block_k, backend).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from .dispatch import flash_attention
+
+    ours_kw, theirs_kw = _split(kw)
+    with torch.no_grad():
+        out = flash_attention(query, key, value, **ours_kw)
+        exact = F.scaled_dot_product_attention(
+            query.double(), key.double(), value.double(), **theirs_kw
+        )
+        theirs = F.scaled_dot_product_attention(query, key, value, **theirs_kw)
+    if out.dtype != query.dtype or out.shape != exact.shape:
+        raise AssertionError(
+            f"{name}: output {tuple(out.shape)} {out.dtype}, expected "
+            f"{tuple(exact.shape)} {query.dtype}"
+        )
+    return Check(
+        name,
+        _name(out.dtype),
+        tuple(out.shape),
+        (out.double() - exact).abs().max().item(),
+        (theirs.double() - exact).abs().max().item(),
+        exact.abs().max().item(),
+    )
+
+
+def gradient_checks(
+    name: str, query: Any, key: Any, value: Any, grad_out: Any, **kw: Any
+) -> list[Check]:
+    """Max |error| of dq, dk, dv (ours and PyTorch's) against float64 autograd of the reference.
+
+    ``grad_out`` has the output's shape and the inputs' dtype; ``kw`` as
+    `forward_check`. Each check's shape is its gradient's, which must equal
+    its input's.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from .dispatch import flash_attention
+
+    ours_kw, theirs_kw = _split(kw)
+
+    def grads(fn: Any, inputs: list[Any], upstream: Any) -> list[Any]:
+        leaves = [x.detach().requires_grad_() for x in inputs]
+        with torch.enable_grad():
+            fn(*leaves).backward(upstream)
+        return [x.grad for x in leaves]
+
+    inputs = [query, key, value]
+    ours = grads(lambda *a: flash_attention(*a, **ours_kw), inputs, grad_out)
+    want = grads(
+        lambda *a: F.scaled_dot_product_attention(*a, **theirs_kw),
+        [x.double() for x in inputs],
+        grad_out.double(),
+    )
+    theirs = grads(lambda *a: F.scaled_dot_product_attention(*a, **theirs_kw), inputs, grad_out)
+    checks = []
+    for label, x, o, w, t in zip(("dq", "dk", "dv"), inputs, ours, want, theirs, strict=True):
+        if o.dtype != x.dtype or o.shape != x.shape:
+            raise AssertionError(
+                f"{name} {label}: gradient {tuple(o.shape)} {o.dtype}, expected "
+                f"{tuple(x.shape)} {x.dtype}"
+            )
+        checks.append(
+            Check(
+                f"{name} {label}",
+                _name(o.dtype),
+                tuple(o.shape),
+                (o.double() - w).abs().max().item(),
+                (t.double() - w).abs().max().item(),
+                w.abs().max().item(),
+            )
+        )
+    return checks

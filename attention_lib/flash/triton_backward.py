@@ -1,0 +1,313 @@
+"""FlashAttention-2's backward pass as three Triton kernels.
+
+From the forward pass's output O and per-row log-sum-exp (lse, kept in
+log2 units), the weights of any tile are recomputed, never stored:
+``P = 2^(S·log2 e - lse)`` (Dao, FlashAttention-2, arXiv:2307.08691,
+algorithm 2). With δ = rowsum(dO ∘ O) and S = scale · Q Kᵀ:
+
+    dV = Pᵀ dO        dP = dO Vᵀ        dS = P ∘ (dP - δ)
+    dQ = scale · dS K                  dK = scale · dSᵀ Q
+
+- `attention_delta`: δ, one program per BLOCK_M rows (a pass over O and dO).
+- `attention_dkdv`: one program per BLOCK_N keys of one key/value head. dK
+  and dV for those keys stay in registers while the query rows stream past,
+  BLOCK_M at a time, for every query head of the key/value head's group, so
+  grouped heads are summed inside the kernel with no expanded copy.
+- `attention_dq`: one program per BLOCK_M query rows; dQ stays in registers
+  while the keys stream past, BLOCK_N at a time.
+
+Separate dK/dV and dQ programs (rather than atomic adds into dQ) follow
+Triton's fused-attention tutorial: each gradient is written once, so the
+result does not depend on the order programs finish.
+
+As in the forward pass, exp2 replaces exp with log2(e) folded into the
+scale, products accumulate in float32 and their 16-bit operands (P, dS) are
+rounded to the inputs' dtype first, as FlashAttention does. Causal tiles
+wholly above the diagonal are skipped; tiles that cross it, or the end of
+the rows or keys, are masked; the rest load with no mask at all.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from .triton_common import load_tile, operand, rounded, store_tile
+
+__all__ = ["attention_delta", "attention_dkdv", "attention_dq"]
+
+
+@triton.jit
+def attention_delta(
+    Out, DOut, Delta,
+    stride_ob, stride_oh, stride_om, stride_od,
+    stride_gb, stride_gh, stride_gm, stride_gd,
+    length_q,
+    EV: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_M: tl.constexpr,
+):  # fmt: skip
+    """δ = rowsum(dO ∘ O) in float32 for BLOCK_M rows: grid (cdiv(L, BLOCK_M), H, B).
+
+    Out and DOut (B, H, L, Ev) any strides; Delta (B, H, L) contiguous float32.
+    """
+    h = tl.program_id(1).to(tl.int64)
+    b = tl.program_id(2).to(tl.int64)
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,)
+    in_rows = rows < length_q  # (BLOCK_M,)
+    dims_v = tl.arange(0, HEAD_DIM_V)  # (HEAD_DIM_V,)
+    in_dims = dims_v < EV  # (HEAD_DIM_V,)
+    pad = EV < HEAD_DIM_V
+    Out += b * stride_ob + h * stride_oh
+    DOut += b * stride_gb + h * stride_gh
+    o = load_tile(
+        Out + rows[:, None] * stride_om + dims_v[None, :] * stride_od, in_rows, in_dims, True, pad
+    )  # (BLOCK_M, HEAD_DIM_V)
+    do = load_tile(
+        DOut + rows[:, None] * stride_gm + dims_v[None, :] * stride_gd, in_rows, in_dims, True, pad
+    )  # (BLOCK_M, HEAD_DIM_V)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)  # (BLOCK_M,)
+    tl.store(Delta + (b * tl.num_programs(1) + h) * length_q + rows, delta, mask=in_rows)
+
+
+@triton.jit
+def _dkdv_rows(
+    dk, dv, k, v, Q, DO, Lse, Delta,
+    stride_qm, stride_qd, stride_gm, stride_gd,
+    cols, start, stop, length_q, qk_scale,
+    E: tl.constexpr, EV: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+    BLOCK_M: tl.constexpr, EDGE: tl.constexpr, IS_CAUSAL: tl.constexpr,
+    PRECISION: tl.constexpr, WIDEN: tl.constexpr,
+):  # fmt: skip
+    """Add the query rows [start, stop) of one head to dK and dV (kept transposed-free).
+
+    k (BLOCK_N, HEAD_DIM), v (BLOCK_N, HEAD_DIM_V) are this program's keys;
+    ``EDGE`` row tiles may cross the diagonal or the end of the rows.
+    """
+    dims = tl.arange(0, HEAD_DIM)  # (HEAD_DIM,)
+    dims_v = tl.arange(0, HEAD_DIM_V)  # (HEAD_DIM_V,)
+    for r0 in range(start, stop, BLOCK_M):
+        rows = r0 + tl.arange(0, BLOCK_M)  # (BLOCK_M,) query index
+        in_rows = rows < length_q  # (BLOCK_M,)
+        q_t = load_tile(
+            Q + dims[:, None] * stride_qd + rows[None, :] * stride_qm,
+            dims < E, in_rows, E < HEAD_DIM, EDGE,
+        )  # fmt: skip  # (HEAD_DIM, BLOCK_M), Q^T
+        q_t = operand(q_t, WIDEN)  # (HEAD_DIM, BLOCK_M)
+        if EDGE:  # rows past the end: lse = inf makes their weights 0
+            lse2 = tl.load(Lse + rows, mask=in_rows, other=float("inf"))  # (BLOCK_M,)
+            delta = tl.load(Delta + rows, mask=in_rows, other=0.0)  # (BLOCK_M,)
+        else:
+            lse2 = tl.load(Lse + rows)  # (BLOCK_M,), log2 units
+            delta = tl.load(Delta + rows)  # (BLOCK_M,)
+        s_t = tl.dot(k, q_t, input_precision=PRECISION) * qk_scale  # (BLOCK_N, BLOCK_M), log2
+        p_t = tl.math.exp2(s_t - lse2[None, :])  # (BLOCK_N, BLOCK_M), weights P^T
+        if EDGE:
+            if IS_CAUSAL:
+                p_t = tl.where(cols[:, None] <= rows[None, :], p_t, 0.0)  # (BLOCK_N, BLOCK_M)
+        do = load_tile(
+            DO + rows[:, None] * stride_gm + dims_v[None, :] * stride_gd,
+            in_rows, dims_v < EV, EDGE, EV < HEAD_DIM_V,
+        )  # fmt: skip  # (BLOCK_M, HEAD_DIM_V)
+        do = operand(do, WIDEN)  # (BLOCK_M, HEAD_DIM_V)
+        p_low = rounded(p_t, DO.dtype.element_ty, WIDEN)  # (BLOCK_N, BLOCK_M)
+        dv = tl.dot(p_low, do, dv, input_precision=PRECISION)  # (BLOCK_N, HEAD_DIM_V), += P^T dO
+        dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)  # (BLOCK_N, BLOCK_M), (dO V^T)^T
+        ds_t = p_t * (dp_t - delta[None, :])  # (BLOCK_N, BLOCK_M), dS^T / scale
+        ds_low = rounded(ds_t, DO.dtype.element_ty, WIDEN)  # (BLOCK_N, BLOCK_M)
+        dk = tl.dot(ds_low, tl.trans(q_t), dk, input_precision=PRECISION)  # (BLOCK_N, HEAD_DIM)
+    return dk, dv
+
+
+@triton.jit
+def attention_dkdv(
+    Q, K, V, DO, Lse, Delta, DK, DV,
+    stride_qb, stride_qh, stride_qm, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_gb, stride_gh, stride_gm, stride_gd,
+    stride_dkb, stride_dkh, stride_dkn, stride_dkd,
+    stride_dvb, stride_dvh, stride_dvn, stride_dvd,
+    heads, group, length_q, length_k, scale, qk_scale,
+    E: tl.constexpr, EV: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr,
+    PRECISION: tl.constexpr, WIDEN: tl.constexpr,
+):  # fmt: skip
+    """dK and dV for BLOCK_N keys of one key/value head: grid (cdiv(S, BLOCK_N), Hkv, B).
+
+    Q and DO (B, H, L, ·), K, V, DK, DV (B, Hkv, S, ·), any strides; Lse and
+    Delta (B, H, L) contiguous float32. Key/value head j collects the
+    gradients of query heads j·group ... j·group + group - 1.
+    """
+    h_kv = tl.program_id(1).to(tl.int64)
+    b = tl.program_id(2).to(tl.int64)
+    n0 = tl.program_id(0) * BLOCK_N
+    cols = n0 + tl.arange(0, BLOCK_N)  # (BLOCK_N,) key index
+    in_keys = cols < length_k  # (BLOCK_N,)
+    dims = tl.arange(0, HEAD_DIM)  # (HEAD_DIM,)
+    dims_v = tl.arange(0, HEAD_DIM_V)  # (HEAD_DIM_V,)
+    k = load_tile(
+        K + b * stride_kb + h_kv * stride_kh + cols[:, None] * stride_kn
+        + dims[None, :] * stride_kd,
+        in_keys, dims < E, True, E < HEAD_DIM,
+    )  # fmt: skip  # (BLOCK_N, HEAD_DIM)
+    v = load_tile(
+        V + b * stride_vb + h_kv * stride_vh + cols[:, None] * stride_vn
+        + dims_v[None, :] * stride_vd,
+        in_keys, dims_v < EV, True, EV < HEAD_DIM_V,
+    )  # fmt: skip  # (BLOCK_N, HEAD_DIM_V)
+    k = operand(k, WIDEN)  # (BLOCK_N, HEAD_DIM)
+    v = operand(v, WIDEN)  # (BLOCK_N, HEAD_DIM_V)
+    dk = tl.zeros((BLOCK_N, HEAD_DIM), tl.float32)  # (BLOCK_N, HEAD_DIM)
+    dv = tl.zeros((BLOCK_N, HEAD_DIM_V), tl.float32)  # (BLOCK_N, HEAD_DIM_V)
+
+    # causal: rows before n0 see none of these keys; rows from n0 + BLOCK_N - 1 on see them all
+    if IS_CAUSAL:
+        start = n0
+        diagonal = tl.minimum(n0 + tl.cdiv(BLOCK_N, BLOCK_M) * BLOCK_M, length_q)
+    else:
+        start = 0
+        diagonal = 0
+    inner = diagonal + tl.maximum(length_q - diagonal, 0) // BLOCK_M * BLOCK_M
+    for g in range(0, group):
+        h = h_kv * group + g  # a query head of this key/value head's group
+        Qh = Q + b * stride_qb + h * stride_qh
+        DOh = DO + b * stride_gb + h * stride_gh
+        Lse_h = Lse + (b * heads + h) * length_q
+        Delta_h = Delta + (b * heads + h) * length_q
+        if IS_CAUSAL:  # the row tiles that cross the diagonal
+            dk, dv = _dkdv_rows(
+                dk, dv, k, v, Qh, DOh, Lse_h, Delta_h, stride_qm, stride_qd, stride_gm, stride_gd,
+                cols, start, diagonal, length_q, qk_scale,
+                E, EV, HEAD_DIM, HEAD_DIM_V, BLOCK_M, True, IS_CAUSAL, PRECISION, WIDEN,
+            )  # fmt: skip
+        dk, dv = _dkdv_rows(
+            dk, dv, k, v, Qh, DOh, Lse_h, Delta_h, stride_qm, stride_qd, stride_gm, stride_gd,
+            cols, tl.maximum(start, diagonal), inner, length_q, qk_scale,
+            E, EV, HEAD_DIM, HEAD_DIM_V, BLOCK_M, False, IS_CAUSAL, PRECISION, WIDEN,
+        )  # fmt: skip
+        dk, dv = _dkdv_rows(
+            dk, dv, k, v, Qh, DOh, Lse_h, Delta_h, stride_qm, stride_qd, stride_gm, stride_gd,
+            cols, tl.maximum(start, inner), length_q, length_q, qk_scale,
+            E, EV, HEAD_DIM, HEAD_DIM_V, BLOCK_M, True, IS_CAUSAL, PRECISION, WIDEN,
+        )  # fmt: skip
+
+    dk = dk * scale  # (BLOCK_N, HEAD_DIM)
+    store_tile(
+        DK + b * stride_dkb + h_kv * stride_dkh + cols[:, None] * stride_dkn
+        + dims[None, :] * stride_dkd,
+        rounded(dk, DK.dtype.element_ty, WIDEN).to(DK.dtype.element_ty),
+        in_keys, dims < E, True, E < HEAD_DIM,
+    )  # fmt: skip
+    store_tile(
+        DV + b * stride_dvb + h_kv * stride_dvh + cols[:, None] * stride_dvn
+        + dims_v[None, :] * stride_dvd,
+        rounded(dv, DV.dtype.element_ty, WIDEN).to(DV.dtype.element_ty),
+        in_keys, dims_v < EV, True, EV < HEAD_DIM_V,
+    )  # fmt: skip
+
+
+@triton.jit
+def _dq_keys(
+    dq, q, do, lse2, delta, K, V,
+    stride_kn, stride_kd, stride_vn, stride_vd,
+    rows, start, stop, length_k, qk_scale,
+    E: tl.constexpr, EV: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+    BLOCK_N: tl.constexpr, EDGE: tl.constexpr, IS_CAUSAL: tl.constexpr,
+    PRECISION: tl.constexpr, WIDEN: tl.constexpr,
+):  # fmt: skip
+    """Add the key tiles starting in [start, stop) to dQ / scale (BLOCK_M, HEAD_DIM)."""
+    dims = tl.arange(0, HEAD_DIM)  # (HEAD_DIM,)
+    dims_v = tl.arange(0, HEAD_DIM_V)  # (HEAD_DIM_V,)
+    for k0 in range(start, stop, BLOCK_N):
+        cols = k0 + tl.arange(0, BLOCK_N)  # (BLOCK_N,) key index
+        in_keys = cols < length_k  # (BLOCK_N,)
+        k_t = load_tile(
+            K + dims[:, None] * stride_kd + cols[None, :] * stride_kn,
+            dims < E, in_keys, E < HEAD_DIM, EDGE,
+        )  # fmt: skip  # (HEAD_DIM, BLOCK_N), K^T
+        v_t = load_tile(
+            V + dims_v[:, None] * stride_vd + cols[None, :] * stride_vn,
+            dims_v < EV, in_keys, EV < HEAD_DIM_V, EDGE,
+        )  # fmt: skip  # (HEAD_DIM_V, BLOCK_N), V^T
+        k_t = operand(k_t, WIDEN)  # (HEAD_DIM, BLOCK_N)
+        s = tl.dot(q, k_t, input_precision=PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N), log2
+        p = tl.math.exp2(s - lse2[:, None])  # (BLOCK_M, BLOCK_N)
+        if EDGE:
+            keep = in_keys[None, :]  # (1, BLOCK_N)
+            if IS_CAUSAL:
+                keep = keep & (cols[None, :] <= rows[:, None])  # (BLOCK_M, BLOCK_N)
+            p = tl.where(keep, p, 0.0)  # (BLOCK_M, BLOCK_N)
+        dp = tl.dot(do, operand(v_t, WIDEN), input_precision=PRECISION)  # (BLOCK_M, BLOCK_N)
+        ds = p * (dp - delta[:, None])  # (BLOCK_M, BLOCK_N), dS / scale
+        ds = rounded(ds, K.dtype.element_ty, WIDEN)  # (BLOCK_M, BLOCK_N)
+        dq = tl.dot(ds, tl.trans(k_t), dq, input_precision=PRECISION)  # (BLOCK_M, HEAD_DIM)
+    return dq
+
+
+@triton.jit
+def attention_dq(
+    Q, K, V, DO, Lse, Delta, DQ,
+    stride_qb, stride_qh, stride_qm, stride_qd,
+    stride_kb, stride_kh, stride_kn, stride_kd,
+    stride_vb, stride_vh, stride_vn, stride_vd,
+    stride_gb, stride_gh, stride_gm, stride_gd,
+    stride_dqb, stride_dqh, stride_dqm, stride_dqd,
+    group, length_q, length_k, scale, qk_scale,
+    E: tl.constexpr, EV: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr,
+    PRECISION: tl.constexpr, WIDEN: tl.constexpr,
+):  # fmt: skip
+    """dQ for BLOCK_M query rows of one head: grid (cdiv(L, BLOCK_M), H, B).
+
+    Q, DO, DQ (B, H, L, ·), K, V (B, Hkv, S, ·), any strides; Lse and Delta
+    (B, H, L) contiguous float32.
+    """
+    block = tl.program_id(0)
+    h = tl.program_id(1).to(tl.int64)
+    b = tl.program_id(2).to(tl.int64)
+    h_kv = h // group
+    rows = block * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,) query index
+    in_rows = rows < length_q  # (BLOCK_M,)
+    dims = tl.arange(0, HEAD_DIM)  # (HEAD_DIM,)
+    dims_v = tl.arange(0, HEAD_DIM_V)  # (HEAD_DIM_V,)
+    q = load_tile(
+        Q + b * stride_qb + h * stride_qh + rows[:, None] * stride_qm + dims[None, :] * stride_qd,
+        in_rows, dims < E, True, E < HEAD_DIM,
+    )  # fmt: skip  # (BLOCK_M, HEAD_DIM)
+    do = load_tile(
+        DO + b * stride_gb + h * stride_gh + rows[:, None] * stride_gm
+        + dims_v[None, :] * stride_gd,
+        in_rows, dims_v < EV, True, EV < HEAD_DIM_V,
+    )  # fmt: skip  # (BLOCK_M, HEAD_DIM_V)
+    row_stats = (b * tl.num_programs(1) + h) * length_q + rows  # (BLOCK_M,)
+    lse2 = tl.load(Lse + row_stats, mask=in_rows, other=float("inf"))  # (BLOCK_M,), log2 units
+    delta = tl.load(Delta + row_stats, mask=in_rows, other=0.0)  # (BLOCK_M,)
+    q = operand(q, WIDEN)  # (BLOCK_M, HEAD_DIM)
+    do = operand(do, WIDEN)  # (BLOCK_M, HEAD_DIM_V)
+    dq = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)  # (BLOCK_M, HEAD_DIM)
+
+    K += b * stride_kb + h_kv * stride_kh
+    V += b * stride_vb + h_kv * stride_vh
+    if IS_CAUSAL:
+        stop = tl.minimum(length_k, (block + 1) * BLOCK_M)
+        below = tl.minimum(stop, block * BLOCK_M)
+    else:
+        stop = length_k
+        below = length_k
+    inner = below // BLOCK_N * BLOCK_N  # key tiles before this need no mask
+    dq = _dq_keys(
+        dq, q, do, lse2, delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+        rows, 0, inner, length_k, qk_scale,
+        E, EV, HEAD_DIM, HEAD_DIM_V, BLOCK_N, False, IS_CAUSAL, PRECISION, WIDEN,
+    )  # fmt: skip
+    dq = _dq_keys(
+        dq, q, do, lse2, delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+        rows, inner, stop, length_k, qk_scale,
+        E, EV, HEAD_DIM, HEAD_DIM_V, BLOCK_N, True, IS_CAUSAL, PRECISION, WIDEN,
+    )  # fmt: skip
+    dq = dq * scale  # (BLOCK_M, HEAD_DIM)
+    store_tile(
+        DQ + b * stride_dqb + h * stride_dqh + rows[:, None] * stride_dqm
+        + dims[None, :] * stride_dqd,
+        rounded(dq, DQ.dtype.element_ty, WIDEN).to(DQ.dtype.element_ty),
+        in_rows, dims < E, True, E < HEAD_DIM,
+    )  # fmt: skip

@@ -1,0 +1,89 @@
+"""Pieces the Triton kernels share: constants, masked loads, dtype handling.
+
+A kernel may read a module-level constant only if it is a
+``tl.constexpr(...)``: the GPU compiler refuses a plain Python global
+("Cannot access global variable ... from within @jit'ed function"), while
+Triton's interpreter accepts one (a plain ``LN2 = 0.69...`` once broke every
+GPU launch and no interpreter test). The kernels here need none: log2(e) is
+folded into the scale on the host, and the log-sum-exp stays in log2 units.
+The ahead-of-time compile test (tests/test_triton_compile.py) catches such
+a slip without a GPU.
+
+Importing this module imports triton.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+__all__ = ["INTERPRETED", "load_tile", "operand", "rounded", "store_tile"]
+
+
+@triton.jit
+def load_tile(ptrs, ok_0, ok_1, CHECK_0: tl.constexpr, CHECK_1: tl.constexpr):
+    """A 2-d tile at ``ptrs``, zero where a checked index is out of range.
+
+    ``ok_0`` and ``ok_1`` say which indices of the tile's first and second
+    dimension are in range; each is used only when its CHECK flag is set, so
+    a tile known to lie wholly inside the tensor loads with no mask at all.
+    """
+    if CHECK_0:
+        if CHECK_1:
+            x = tl.load(ptrs, mask=ok_0[:, None] & ok_1[None, :], other=0.0)
+        else:
+            x = tl.load(ptrs, mask=ok_0[:, None], other=0.0)
+    else:
+        if CHECK_1:
+            x = tl.load(ptrs, mask=ok_1[None, :], other=0.0)
+        else:
+            x = tl.load(ptrs)
+    return x
+
+
+@triton.jit
+def store_tile(ptrs, x, ok_0, ok_1, CHECK_0: tl.constexpr, CHECK_1: tl.constexpr):
+    """Store a 2-d tile, skipping the out-of-range indices `load_tile` would zero."""
+    if CHECK_0:
+        if CHECK_1:
+            tl.store(ptrs, x, mask=ok_0[:, None] & ok_1[None, :])
+        else:
+            tl.store(ptrs, x, mask=ok_0[:, None])
+    else:
+        if CHECK_1:
+            tl.store(ptrs, x, mask=ok_1[None, :])
+        else:
+            tl.store(ptrs, x)
+
+
+@triton.jit
+def operand(x, WIDEN: tl.constexpr):
+    """A matrix-product operand as loaded, or widened to float32 (see `widen_bfloat16`)."""
+    if WIDEN:
+        x = x.to(tl.float32)
+    return x
+
+
+@triton.jit
+def rounded(x, DTYPE: tl.constexpr, WIDEN: tl.constexpr):
+    """float32 ``x`` rounded to DTYPE, to nearest with ties to even.
+
+    With WIDEN (bfloat16 in Triton's interpreter, whose float32 -> bfloat16
+    cast truncates) the rounding is done on the bits and the result, exactly
+    a bfloat16 number, stays in float32.
+    """
+    if WIDEN:
+        bits = x.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        y = bits.to(tl.float32, bitcast=True)
+    else:
+        y = x.to(DTYPE)
+    return y
+
+
+try:  # a kernel object tells whether this process runs Triton's interpreter
+    from triton.runtime.interpreter import InterpretedFunction
+
+    INTERPRETED = isinstance(operand, InterpretedFunction)
+except ImportError:  # pragma: no cover - layout of other triton versions
+    INTERPRETED = False

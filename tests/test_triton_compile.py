@@ -1,0 +1,368 @@
+"""The Triton kernels compiled ahead of time for real GPUs (sm_80, sm_90), with no GPU.
+
+Triton's interpreter runs a kernel's Python, so it accepts code the GPU
+compiler refuses (a plain Python global inside a kernel, for one: every
+interpreter test passed while every GPU launch failed). Here each launch the
+library can make is compiled the way a GPU launch would compile it: built by
+the launcher's own ``*_launch`` functions from the tile table
+(`attention_lib.flash.triton_configs`), so a tile added there is compiled
+here at once, and handed to ``triton.compile`` for a CUDA target.
+
+Two depths, both failing on any compile error:
+
+- front end (AST to Triton IR), for every configuration: every kernel, padded
+  head width, dtype, causal setting and tile the launcher or
+  ``bench --tune`` can choose, plus odd widths, strides and lengths. This is
+  where a kernel's Python is checked (globals, constexprs, types, shapes),
+  in about a tenth of a second each.
+- the whole pipeline to a cubin, for sm_80 and sm_90, for the tile the
+  launcher runs: every kernel at every padded width in float16 with the
+  causal mask, at the benchmark's widths (64 and 128) also without it and
+  in bfloat16, and in float32 at width 64 (its products run on the FMA
+  units, the same code for both targets: sm_80 only). This checks layouts,
+  matrix-product instructions, software pipelining, and the shared memory
+  each program needs against the target's limit. A whole compile takes
+  seconds of CPU (float32's backward more than ten), so the other
+  configurations get it from ``python tests/test_triton_compile.py --full``.
+
+The compiles run in a child process (this file run as a script) with one
+worker per core; a compiled kernel lands in Triton's own cache, keyed on its
+source, so a rerun with unchanged kernels is quick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None,
+    reason="triton is not installed (pip install -e '.[triton]', Linux only)",
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+# compute capability, and the most shared memory one program (block) may use, in bytes
+TARGETS = {"sm_80": (80, 163 * 1024), "sm_90": (90, 227 * 1024)}
+FULL_WIDTHS = (64, 128)  # the benchmark's head widths: every 16-bit choice compiled whole
+DTYPE_NAMES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+
+
+@dataclass(frozen=True)
+class Config:
+    """One kernel compile: which kernel, on what inputs, with which tile, for which GPU."""
+
+    kernel: str  # forward, dkdv, dq or delta
+    width: int  # E
+    width_v: int  # Ev
+    dtype: str
+    causal: bool
+    tile: tuple[int, int, int, int]  # (block_m, block_n, num_warps, num_stages)
+    arch: str
+    whole: bool  # through to a cubin (else the front end only)
+    length: int = 256  # L = S: a multiple of 16, or not
+    layout: str = "bhld"  # bhld (contiguous), blhd (heads inside rows), or strided features
+
+    @property
+    def name(self) -> str:
+        mode = "cubin" if self.whole else "ir"
+        widths = f"E{self.width}" + (f"-Ev{self.width_v}" if self.width_v != self.width else "")
+        extra = (
+            "" if (self.length, self.layout) == (256, "bhld") else f"-L{self.length}-{self.layout}"
+        )
+        tile = "x".join(map(str, self.tile))
+        causal = "causal" if self.causal else "full"
+        return f"{self.arch}-{mode}-{self.kernel}-{widths}-{self.dtype}-{causal}-{tile}{extra}"
+
+
+def configurations(whole_everywhere: bool = False) -> list[Config]:
+    """Every compile to check, derived from the launcher's tile table."""
+    from attention_lib.flash.triton_configs import (
+        DELTA_TILE,
+        DTYPES,
+        HEAD_DIMS,
+        candidates,
+        every_choice,
+    )
+
+    def whole(kernel: str, head_dim: int, dtype: str, causal: bool, tile, arch: str) -> bool:
+        if whole_everywhere:
+            return True
+        if tile != candidates(kernel, head_dim, dtype, causal)[0]:
+            return False  # a --tune candidate: front end only
+        if dtype == "float32":  # products on the FMA units, the same code for both targets
+            return causal and head_dim == 64 and arch == "sm_80"
+        if head_dim in FULL_WIDTHS:  # the benchmark's widths: float16 both ways, bfloat16 causal
+            return dtype == "float16" or causal
+        return dtype == "float16" and causal
+
+    configs = []
+    for arch in TARGETS:
+        for kernel, head_dim, dtype, causal, tile in every_choice():
+            shape = (tile.block_m, tile.block_n, tile.num_warps, tile.num_stages)
+            flag = whole(kernel, head_dim, dtype, causal, tile, arch)
+            configs.append(Config(kernel, head_dim, head_dim, dtype, causal, shape, arch, flag))
+        delta = (DELTA_TILE.block_m, DELTA_TILE.block_n, DELTA_TILE.num_warps, 1)
+        for head_dim in HEAD_DIMS:
+            for dtype in DTYPES:
+                configs.append(Config("delta", head_dim, head_dim, dtype, False, delta, arch, True))
+        # padded widths (E < HEAD_DIM), E != Ev, lengths that are not multiples of 16,
+        # heads inside the rows (B, L, H, E), and features that are not contiguous
+        for kernel in ("forward", "dkdv", "dq"):
+            for width, width_v, length, layout in (
+                (40, 80, 100, "bhld"),
+                (8, 256, 256, "blhd"),
+                (128, 96, 256, "strided"),
+            ):
+                head_dim = max(16, 1 << (max(width, width_v) - 1).bit_length())
+                tile = candidates(kernel, head_dim, "float16", True)[0]
+                shape = (tile.block_m, tile.block_n, tile.num_warps, tile.num_stages)
+                configs.append(
+                    Config(
+                        kernel, width, width_v, "float16", True, shape, arch, False, length, layout
+                    )
+                )
+    return configs
+
+
+# ------------------------------------------------------------------ child process
+
+
+def _tensor(shape, dtype, layout):
+    """A tensor of logical shape (B, H, L, w) in one of the layouts the kernels meet."""
+    import torch
+
+    b, h, n, w = shape
+    if layout == "blhd":
+        return torch.empty((b, n, h, w), dtype=dtype).transpose(1, 2)  # (B, H, L, w) view
+    if layout == "strided":
+        return torch.empty((b, h, n, 2 * w), dtype=dtype)[..., ::2]  # feature stride 2
+    return torch.empty(shape, dtype=dtype)
+
+
+def launch_for(config: Config):
+    """The `Launch` the library builds for this configuration, on small CPU tensors."""
+    import torch
+
+    from attention_lib.flash import triton_kernels as tk
+    from attention_lib.flash.triton_configs import Tile
+
+    dtype = getattr(torch, config.dtype)
+    heads, heads_kv, n, lay = 4, 2, config.length, config.layout  # grouped heads: group = 2
+    q = _tensor((1, heads, n, config.width), dtype, lay)  # (B, H, L, E)
+    k = _tensor((1, heads_kv, n, config.width), dtype, lay)  # (B, Hkv, S, E)
+    v = _tensor((1, heads_kv, n, config.width_v), dtype, lay)  # (B, Hkv, S, Ev)
+    out = _tensor((1, heads, n, config.width_v), dtype, lay)  # (B, H, L, Ev)
+    stats = torch.empty((1, heads, n), dtype=torch.float32)  # (B, H, L): lse and delta
+    tile = Tile(*config.tile)
+    scale = config.width**-0.5
+    if config.kernel == "forward":
+        return tk.forward_launch(q, k, v, out, stats, config.causal, scale, tile)
+    if config.kernel == "delta":
+        return tk.delta_launch(out, out, stats)
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    if config.kernel == "dkdv":
+        return tk.dkdv_launch(q, k, v, out, stats, stats, dk, dv, config.causal, scale, tile)
+    return tk.dq_launch(q, k, v, out, stats, stats, torch.empty_like(q), config.causal, scale, tile)
+
+
+def source(launch):
+    """The launch as ``triton.compiler.ASTSource``, specialised as Triton's JIT would.
+
+    The JIT specialises integers equal to 1 into constants and marks integers
+    and pointers divisible by 16 (bytes, for pointers) as such; each
+    distinct specialisation is a separate compile on the GPU.
+    """
+    import torch
+    from triton.compiler import ASTSource
+
+    names = launch.kernel.arg_names
+    signature, constexprs, attrs = {}, {}, {}
+    for i, (name, value) in enumerate(zip(names[: len(launch.args)], launch.args, strict=True)):
+        if isinstance(value, torch.Tensor):
+            signature[name] = "*" + DTYPE_NAMES[str(value.dtype).removeprefix("torch.")]
+            if value.data_ptr() % 16 == 0:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+        elif isinstance(value, bool):
+            signature[name] = "u1"
+        elif isinstance(value, int):
+            if value == 1:
+                signature[name], constexprs[name] = "constexpr", 1
+                continue
+            signature[name] = "i32" if -(2**31) <= value < 2**31 else "i64"
+            if value % 16 == 0:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+        elif isinstance(value, float):
+            signature[name] = "fp32"
+        else:
+            raise TypeError(f"{name}: no signature type for {type(value).__name__}")
+    for name, value in launch.constexprs.items():
+        signature[name], constexprs[name] = "constexpr", value
+    missing = set(names) - set(signature)
+    if missing:
+        raise TypeError(f"{launch.kernel.__name__}: arguments not given: {sorted(missing)}")
+    return ASTSource(fn=launch.kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+
+
+def front_end(src, target, options):
+    """Triton's first stage alone: the kernel's Python to Triton IR (where globals are checked).
+
+    The same calls ``triton.compile`` makes before its lowering stages
+    (triton 3.6 to 3.9); a CompilationError here is the one a GPU launch raises.
+    """
+    from triton._C.libtriton import ir
+    from triton.compiler.compiler import make_backend
+
+    backend = make_backend(target)
+    opts = backend.parse_options(options)
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    codegen = backend.get_codegen_implementation(opts)
+    return src.make_ir(target, opts, codegen, backend.get_module_map(), context)
+
+
+def compile_config(config: Config) -> dict:
+    """Compile one configuration; what it produced, or the error it raised."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    arch, _ = TARGETS[config.arch]
+    start = time.process_time()
+    result: dict = {"error": None, "shared": None, "cubin_bytes": None}
+    try:
+        launch = launch_for(config)
+        src = source(launch)
+        target = GPUTarget("cuda", arch, 32)
+        options = {"num_warps": launch.tile.num_warps, "num_stages": launch.tile.num_stages}
+        if config.whole:
+            compiled = triton.compile(src, target=target, options=options)
+            result["shared"] = compiled.metadata.shared
+            result["cubin_bytes"] = len(compiled.asm["cubin"])
+        else:
+            front_end(src, target, options)
+    except Exception as err:  # reported per configuration by the tests
+        result["error"] = f"{type(err).__name__}: {err}"[:3000]
+    result["cpu_s"] = time.process_time() - start
+    return result
+
+
+def _init_worker() -> None:
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # triton 3.9 warns when unset
+
+
+def run(configs: list[Config], jobs: int) -> dict[str, dict]:
+    """Compile every configuration with ``jobs`` worker processes: {name: result}."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # the longest compiles first, so the pool's last minutes are not one long compile
+    order = sorted(configs, key=lambda c: (not c.whole, c.dtype != "float32", -c.width))
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_init_worker) as pool:
+        results = pool.map(compile_config, order, chunksize=1)
+        return {c.name: r for c, r in zip(order, results, strict=True)}
+
+
+if __name__ == "__main__":  # the child: python tests/test_triton_compile.py [--full] [--jobs N]
+    parser = argparse.ArgumentParser(description="compile the Triton kernels for sm_80 and sm_90")
+    parser.add_argument("--full", action="store_true", help="every configuration to a cubin")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--match", default="", help="only configurations whose name has this")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    start = time.perf_counter()
+    todo = [c for c in configurations(args.full) if args.match in c.name]
+    results = run(todo, args.jobs)
+    wall = time.perf_counter() - start
+    print(json.dumps({"results": results, "wall_s": wall, "jobs": args.jobs}))
+    sys.exit(0)
+
+
+# ------------------------------------------------------------------ the tests
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    result = subprocess.run(
+        [sys.executable, __file__], env=env, capture_output=True, text=True, timeout=3600
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])["results"]
+
+
+def _names(whole: bool | None = None) -> list[str]:
+    sys.path.insert(0, str(ROOT))
+    return [c.name for c in configurations() if whole is None or c.whole == whole]
+
+
+@pytest.mark.parametrize("name", _names())
+def test_compiles(compiled, name):
+    assert compiled[name]["error"] is None, compiled[name]["error"]
+
+
+@pytest.mark.parametrize("name", _names(whole=True))
+def test_fits_the_targets_shared_memory(compiled, name):
+    arch = name.split("-")[0]
+    result = compiled[name]
+    assert result["cubin_bytes"] and result["cubin_bytes"] > 0, result
+    assert result["shared"] <= TARGETS[arch][1], (
+        f"{name} needs {result['shared']} bytes of shared memory per program, "
+        f"over {arch}'s {TARGETS[arch][1]}"
+    )
+
+
+def test_every_table_entry_is_compiled():
+    from attention_lib.flash.triton_configs import every_choice
+
+    names = {(c.kernel, c.width, c.dtype, c.causal, c.tile, c.arch) for c in configurations()}
+    for kernel, head_dim, dtype, causal, t in every_choice():
+        shape = (t.block_m, t.block_n, t.num_warps, t.num_stages)
+        for arch in TARGETS:
+            assert (kernel, head_dim, dtype, causal, shape, arch) in names
+
+
+@pytest.mark.filterwarnings("ignore:TRITON_DEFAULT_FP_FUSION is unset")  # triton 3.9
+def test_the_front_end_refuses_a_plain_global():
+    """The check that would have caught ``LN2 = 0.69...`` read inside a kernel.
+
+    Triton's interpreter runs both probes; the GPU compiler's front end takes
+    only the ``tl.constexpr`` global.
+    """
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    target, options = GPUTarget("cuda", 90, 32), {"num_warps": 1, "num_stages": 1}
+    for probe in (_reads_constexpr_global, _reads_plain_global):
+        src = ASTSource(fn=probe, signature={"X": "*fp32"})
+        if probe is _reads_plain_global:
+            with pytest.raises(Exception, match="Cannot access global variable _PLAIN"):
+                front_end(src, target, options)
+        else:
+            assert front_end(src, target, options) is not None
+
+
+if importlib.util.find_spec("triton") is not None:  # probes for the test above
+    import triton
+    import triton.language as tl
+
+    _PLAIN = 0.6931471805599453  # a plain Python float, as LN2 once was
+    _CONSTEXPR = tl.constexpr(0.6931471805599453)
+
+    @triton.jit
+    def _reads_plain_global(X):
+        tl.store(X, tl.load(X) * _PLAIN)
+
+    @triton.jit
+    def _reads_constexpr_global(X):
+        tl.store(X, tl.load(X) * _CONSTEXPR)
