@@ -81,3 +81,52 @@ def frame_and_full_draw(explorer):
     canvas.draw()
     full = np.asarray(canvas.buffer_rgba()).copy()  # (H, W, 4)
     return frame, full
+
+
+# -- notebooks under nbval in a subprocess ---------------------------------------------
+# (tests/test_offline.py and tests/test_portable_outputs.py: the same notebooks, checked
+# by the same nbval, in another environment than the test session's own)
+
+
+def start_nbval(notebooks, env, report, log):
+    """Start ``python -m pytest`` on ``notebooks`` (nbval, the project's settings) in ``env``.
+
+    The run writes a JUnit ``report`` and its output to ``log`` (paths); returns the
+    Popen. Several can run at once: each notebook gets its own kernel.
+    """
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+    args += [f"--junitxml={report}", *map(str, notebooks)]
+    with open(log, "wb") as out:
+        return subprocess.Popen(args, cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def nbval_outcomes(notebooks, report, log):
+    """notebook name -> ("passed" or "failed", the first failing cell and nbval's diff).
+
+    Fails the calling test if the run left no report (pytest could not start).
+    """
+    import xml.etree.ElementTree as ET
+    from pathlib import Path
+
+    import pytest
+
+    if not Path(report).exists():
+        tail = Path(log).read_text(errors="replace")[-3000:] if Path(log).exists() else ""
+        pytest.fail(f"nbval did not run:\n{tail}")
+    outcomes = {}
+    for case in ET.parse(report).iter("testcase"):
+        # nbval's items are "notebooks/NN_name.ipynb::Cell i": the classname holds the stem
+        classname = case.get("classname") or ""
+        notebook = next((nb.name for nb in notebooks if nb.stem in classname), classname)
+        problem = next(iter([*case.iter("failure"), *case.iter("error")]), None)
+        if problem is not None and outcomes.get(notebook, ("passed",))[0] == "passed":
+            message = (problem.get("message") or "") + (problem.text or "")[-2000:]
+            outcomes[notebook] = ("failed", f"{case.get('name')}: {message}")
+        else:
+            outcomes.setdefault(notebook, ("passed", ""))
+    return outcomes

@@ -15,6 +15,7 @@ from attention_lib.fits import log_log_slope
 from attention_lib.lessons.alternatives import (
     AdditiveParams,
     additive_attention,
+    additive_hidden,
     additive_logits,
     additive_params,
     cosine_attention,
@@ -74,6 +75,24 @@ def test_additive_params_are_seeded_and_sized():
     assert not np.array_equal(a.v, additive_params(3, 5, hidden=7, seed=4).v)
     with pytest.raises(ValueError, match=r"at least 1.*hidden=0"):
         additive_params(3, 5, hidden=0)
+
+
+def test_additive_hidden_units_saturate_when_the_weights_grow(lib):
+    query, key = make((4, 3), lib, seed=1), make((6, 5), lib, seed=2)
+    params = additive_params(3, 5, hidden=7, seed=3)
+    hidden = to_numpy(additive_hidden(query, key, params))  # (L, S, H)
+    assert hidden.shape == (4, 6, 7)
+    q, k = to_numpy(query), to_numpy(key)
+    np.testing.assert_allclose(hidden[2, 4], np.tanh(params.w_query @ q[2] + params.w_key @ k[4]))
+    np.testing.assert_allclose(hidden @ params.v, to_numpy(additive_logits(query, key, params)))
+    # the scale lives in W1, W2: grown tenfold, most units sit at ±1 and pass no gradient
+    grown = AdditiveParams(10 * params.w_query, 10 * params.w_key, params.v)
+    slope, grown_slope = (
+        float(np.mean(1 - to_numpy(additive_hidden(query, key, p)) ** 2)) for p in (params, grown)
+    )
+    assert slope > 0.4 and grown_slope < slope / 3, (slope, grown_slope)
+    with pytest.raises(ValueError, match=r"key \(6, 5\).*w_key \(7, 4\)"):
+        additive_hidden(query, key, AdditiveParams(np.zeros((7, 3)), np.zeros((7, 4)), np.zeros(7)))
 
 
 def test_additive_rejects_params_that_do_not_fit():

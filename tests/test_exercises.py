@@ -89,6 +89,23 @@ def test_a_correct_function_passes(capsys: pytest.CaptureFixture[str]) -> None:
     )
 
 
+def slightly_off(q, k, v, mask=None):
+    return right(q, k, v, mask) + 3e-10  # inside the checker's tolerance, above rounding
+
+
+def test_agreement_is_printed_as_a_bound_not_as_rounding_digits() -> None:
+    # A right answer differs from the reference by rounding only (0 on one CPU, 6.94e-18
+    # or 1.39e-17 on others): the report says "below 1e-12" on every machine.
+    lines = str(check_attention(right, verbose=False)).splitlines()[1:]
+    assert len(lines) == 5 and all(line.endswith("max abs error below 1e-12") for line in lines)
+    # A real difference, even one inside the tolerance, keeps its digits.
+    off = check_attention(slightly_off, verbose=False)
+    assert off.passed
+    assert all(str(c).endswith("max abs error 3.00e-10") for c in off.cases), off
+    wrong = check_attention(divide_by_d, verbose=False)
+    assert "max abs error 1.23e-01 -> your weights look too flat" in str(wrong.cases[0])
+
+
 def test_a_function_without_mask_runs_the_plain_cases() -> None:
     report = check_attention(right_no_mask, verbose=False)
     assert report.passed and len(report.cases) == 3

@@ -47,7 +47,8 @@ def test_model_width_scale_is_off_by_sqrt_heads(d_model: int, n_heads: int) -> N
     if n_heads == 1:  # one head: model width is head width, nothing to catch
         assert run.caught is None
     else:
-        assert run.caught is not None and "model width instead of the head width" in run.caught
+        assert run.caught is not None
+        assert "computed from d_model, the width of all heads together" in run.caught
         assert run.numbers["mean top weight, mistaken"] < run.numbers["mean top weight, right"]
 
 
@@ -176,6 +177,18 @@ def test_mistake_run_text() -> None:
     assert "NOT caught" in str(missed) and "FAILS" in str(missed)
     text = str(run_wrong_axis())
     assert text.startswith("2. softmax over the query axis") and "passes" in text
+
+
+def test_rounding_level_numbers_are_printed_as_a_bound() -> None:
+    # |column sum - 1| of the mistake and |row sum - 1| of the right version are float
+    # rounding (0 here, 2.2e-16 on other CPUs): printed as a bound, true everywhere
+    text = str(run_wrong_axis())
+    assert "largest |column sum - 1|, mistaken: below 1e-12" in text
+    assert "largest |row sum - 1|, right: below 1e-12" in text
+    assert "smallest row sum, mistaken: 0.3212" in text  # a real number keeps 4 digits
+    shown = str(MistakeRun("t", {"tiny": -3e-13, "zero": 0.0, "real": 2e-12}, None, True))
+    assert "tiny: below 1e-12" in shown and "zero: below 1e-12" in shown
+    assert "real: 2e-12" in shown
 
 
 def test_runs_are_seeded() -> None:

@@ -16,10 +16,10 @@ import os
 import subprocess
 import sys
 import textwrap
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from support import nbval_outcomes, start_nbval
 
 REPO = Path(__file__).resolve().parents[1]
 GUARD = REPO / "tests" / "netguard"
@@ -113,38 +113,15 @@ def test_guard_blocks_inside_a_kernel() -> None:
 @pytest.fixture(scope="module")
 def offline_nbval(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, str]]:
     """Run every numbered notebook under nbval, guard on; notebook -> (outcome, details)."""
-    report = tmp_path_factory.mktemp("offline") / "nbval.xml"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            f"--junitxml={report}",
-            *map(str, NOTEBOOKS),
-        ],
-        cwd=REPO,
-        env=guarded_env(),
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    if not report.exists():
-        pytest.fail(f"nbval did not run (exit {result.returncode}):\n{result.stdout[-3000:]}")
-    outcomes: dict[str, tuple[str, str]] = {}
-    for case in ET.parse(report).iter("testcase"):
-        # nbval's items are "notebooks/NN_name.ipynb::Cell i": the classname holds the stem
-        classname = case.get("classname") or ""
-        notebook = next((nb.name for nb in NOTEBOOKS if nb.stem in classname), classname)
-        problem = next(iter([*case.iter("failure"), *case.iter("error")]), None)
-        if problem is not None:
-            message = (problem.get("message") or "") + (problem.text or "")[-2000:]
-            outcomes[notebook] = ("failed", f"{case.get('name')}: {message}")
-        else:
-            outcomes.setdefault(notebook, ("passed", ""))
-    return outcomes
+    folder = tmp_path_factory.mktemp("offline")
+    report, log = folder / "nbval.xml", folder / "nbval.log"
+    run = start_nbval(NOTEBOOKS, guarded_env(), report, log)
+    try:
+        run.wait(timeout=1800)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    return nbval_outcomes(NOTEBOOKS, report, log)
 
 
 @pytest.mark.slow

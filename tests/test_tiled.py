@@ -116,3 +116,12 @@ def test_shares_the_reference_errors():
         flash_attention(q, k, v, attn_mask=np.ones((5, 7), dtype=bool), is_causal=True)
     with pytest.raises(ValueError, match="same head width E"):
         flash_attention(q, make((2, 3, 7, 5)), v)
+
+
+def test_docstring_states_the_default_tiles():
+    from attention_lib.flash.autograd import TORCH_BLOCK_K, TORCH_BLOCK_Q
+    from attention_lib.flash.loop import NUMPY_BLOCK_K, NUMPY_BLOCK_Q
+
+    doc = " ".join(flash_attention.__doc__.split())  # the sentence may wrap anywhere
+    stated = f"numpy {NUMPY_BLOCK_Q} x {NUMPY_BLOCK_K}, torch {TORCH_BLOCK_Q} x {TORCH_BLOCK_K}"
+    assert stated in doc

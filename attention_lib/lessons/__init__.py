@@ -12,4 +12,5 @@ normalisers) and is tested like it; nothing below imports from here.
     alternatives    additive, cosine and linear attention; attention sinks
     mistakes        the four common mistakes, each next to its fix
     exercises       checkers that give feedback on a learner's attempt
+    rounding        differences at rounding level printed as a bound, true on any CPU
 """

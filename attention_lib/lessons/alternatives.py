@@ -42,6 +42,7 @@ __all__ = [
     "SinkRun",
     "TimingRow",
     "additive_attention",
+    "additive_hidden",
     "additive_logits",
     "additive_params",
     "cosine_attention",
@@ -147,18 +148,13 @@ def additive_params(
     )
 
 
-def additive_logits(query: Any, key: Any, params: AdditiveParams | None = None) -> Any:
-    """Additive scores ``v^T tanh(W1 q + W2 k)`` for every query-key pair, shape (..., L, S).
+def additive_hidden(query: Any, key: Any, params: AdditiveParams | None = None) -> Any:
+    """The hidden units ``tanh(W1 q + W2 k)`` of the additive scorer: (..., L, S, H).
 
-    query (..., L, Eq) and key (..., S, Ek) may have different widths (in
-    Bahdanau et al. the decoder state and the encoder annotations do).
-    ``params`` default to `additive_params(Eq, Ek)` (seed 0); numpy params are
-    moved to a torch input's dtype and device. The (..., L, S, H) tensor of
-    hidden activations is what a single matrix multiply avoids: memory and
-    work grow with L * S * H instead of L * S.
-
-    Raises TypeError/ValueError naming the shapes for bad inputs, and
-    ValueError when the parameters do not fit the widths.
+    Arguments and errors as `additive_logits`, which sums these against ``v``.
+    Additive scores have no 1/sqrt(d), but the scale is still there, in the
+    size of W1 and W2: where W1 q + W2 k is large the units sit at ±1, and a
+    saturated tanh passes almost no gradient (its slope 1 − tanh² is near 0).
     """
     xp = namespace(query, key)
     _check_pair(xp, query, key, None, same_width=False)
@@ -174,13 +170,33 @@ def additive_logits(query: Any, key: Any, params: AdditiveParams | None = None) 
             "additive parameters must be w_query (H, Eq), w_key (H, Ek), v (H,) for "
             f"query {tuple(query.shape)} and key {tuple(key.shape)}; got {params.shapes}"
         )
-    w_query, w_key, v = (
+    w_query, w_key = (
         p if namespace(p) is xp else _as_like(np.asarray(p), query, xp)
-        for p in (params.w_query, params.w_key, params.v)
+        for p in (params.w_query, params.w_key)
     )
     hq = xp.matmul(query, xp.matrix_transpose(w_query))  # (..., L, H)
     hk = xp.matmul(key, xp.matrix_transpose(w_key))  # (..., S, H)
-    hidden_act = xp.tanh(xp.expand_dims(hq, axis=-2) + xp.expand_dims(hk, axis=-3))  # (.., L, S, H)
+    return xp.tanh(xp.expand_dims(hq, axis=-2) + xp.expand_dims(hk, axis=-3))  # (.., L, S, H)
+
+
+def additive_logits(query: Any, key: Any, params: AdditiveParams | None = None) -> Any:
+    """Additive scores ``v^T tanh(W1 q + W2 k)`` for every query-key pair, shape (..., L, S).
+
+    query (..., L, Eq) and key (..., S, Ek) may have different widths (in
+    Bahdanau et al. the decoder state and the encoder annotations do).
+    ``params`` default to `additive_params(Eq, Ek)` (seed 0); numpy params are
+    moved to a torch input's dtype and device. The (..., L, S, H) tensor of
+    hidden activations (`additive_hidden`) is what a single matrix multiply
+    avoids: memory and work grow with L * S * H instead of L * S.
+
+    Raises TypeError/ValueError naming the shapes for bad inputs, and
+    ValueError when the parameters do not fit the widths.
+    """
+    xp = namespace(query, key)
+    if params is None:
+        params = additive_params(query.shape[-1], key.shape[-1])
+    hidden_act = additive_hidden(query, key, params)  # (..., L, S, H), checks the arguments
+    v = params.v if namespace(params.v) is xp else _as_like(np.asarray(params.v), query, xp)
     return xp.sum(hidden_act * v, axis=-1)  # (..., L, S)
 
 

@@ -23,6 +23,7 @@ import numpy as np
 from ..core import scaled_dot_product_attention
 from ..masks import apply_mask
 from ..normalisers import softmax
+from .rounding import format_difference
 from .scaling_stats import sweep_widths
 
 __all__ = [
@@ -98,8 +99,13 @@ class CaseResult:
     cause: str = ""
 
     def __str__(self) -> str:
+        """One line; an error at rounding level prints as a bound, the same on every CPU."""
         mark = "ok  " if self.passed else "FAIL"
-        err = "" if self.max_abs_error is None else f"max abs error {self.max_abs_error:.2e}"
+        err = (
+            ""
+            if self.max_abs_error is None
+            else f"max abs error {format_difference(self.max_abs_error)}"
+        )
         tail = f" -> {self.hint}" if self.hint else ""
         return f"  {mark} {self.name:<13} {self.shape:<22} {err}{tail}"
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..core import attention_weights, scaled_dot_product_attention
 from ..normalisers import softmax
+from .rounding import ROUNDING_BOUND, format_difference
 
 __all__ = [
     "MistakeCaught",
@@ -64,12 +65,18 @@ class MistakeRun:
         if self.table:
             lines.append(self.table)
         else:
-            lines += [f"  {name}: {value:.4g}" for name, value in self.numbers.items()]
+            lines += [f"  {name}: {_shown(value)}" for name, value in self.numbers.items()]
         lines.append(f"  check on the mistake: {self.caught or 'NOT caught'}")
         lines.append(
             f"  check on the correct version: {'passes' if self.correct_passes else 'FAILS'}"
         )
         return "\n".join(lines)
+
+
+def _shown(value: float) -> str:
+    """4 significant digits; a rounding-level value (a sum that is one up to float
+    noise) as the bound ``below 1e-12``, which is true on every CPU."""
+    return format_difference(value) if abs(value) < ROUNDING_BOUND else f"{value:.4g}"
 
 
 def _run_check(check: Callable[[], None]) -> str | None:
@@ -113,7 +120,8 @@ def check_scale_matches_head_width(scale: float, query: np.ndarray) -> None:
         raise MistakeCaught(
             f"scale {scale:.4g} is 1/sqrt({width_used:.4g}), but one head is {head_width} wide: "
             f"expected 1/sqrt({head_width}) = {expected:.4g}; the scale is off by a factor of "
-            f"{expected / scale:.3g} (did you use the model width instead of the head width?)"
+            f"{expected / scale:.3g} (was it computed from d_model, the width of all heads "
+            "together, rather than from one head?)"
         )
 
 
@@ -186,7 +194,7 @@ def attend_mask_after_softmax(
     return weights @ value  # (L, Ev)
 
 
-# -- 1. the model width instead of the head width -----------------------------------
+# -- 1. the scale from d_model rather than from one head -----------------------------
 
 
 def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:

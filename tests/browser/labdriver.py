@@ -15,6 +15,23 @@ Three parts:
   cells' outputs, list the explorers' controls in the page, move one control
   and wait for the figure to redraw, and ask the notebook's own kernel what
   its explorers now hold (`probe`).
+
+Every wait follows an event the page can see, never a fixed sleep, so the
+same code holds on an idle laptop and on a loaded 2-core machine:
+
+- the kernel is *quiet* when every message the page sent it (a cell, a
+  widget's change, ipympl's request for a frame) has had its "idle" status
+  back; a frame is *drawn* when the PNG ipympl received has been decoded and
+  painted onto the figure's canvas;
+- Run All is done when the kernel has replied to every code cell and gone
+  quiet, and every explorer figure in the page has drawn its first frame;
+- a move is done when the change reached the kernel, the kernel went quiet
+  after it, and a frame that arrived after the input was drawn on that
+  figure's canvas.
+
+The timeouts only bound a wait that has stopped making progress; they are
+long (minutes) because a loaded machine can be slow without being stuck. When
+one expires the error says which step never happened (`RedrawTimeout`).
 """
 
 from __future__ import annotations
@@ -53,6 +70,11 @@ CHROMIUM_ARGS = (
     "--disable-sync",
 )
 INSTALL_HINT = "install Debian's Chromium: `apt-get install chromium` (as root)"
+# Bounds on waits that have stopped making progress (the waits themselves follow events).
+# Generous: on a 2-core machine shared with a second JupyterLab and Chromium, one slider
+# frame has been seen to take several seconds.
+OPEN_TIMEOUT_MS = 240_000  # the page loads and its kernel starts
+MOVE_TIMEOUT_MS = 120_000  # a control's change reaches the kernel and its frame is painted
 _TOKEN_IN_LOG = re.compile(r"[?&]token=([0-9a-zA-Z]{16,})")
 
 
@@ -238,9 +260,11 @@ def launch_chromium(playwright: Any) -> Any:
     )
 
 
-# Installed in every page before JupyterLab loads: timestamps of every drawImage on
-# every canvas (ipympl draws each new frame with drawImage), and of every key press,
-# mouse press and input event, on performance.now()'s clock.
+# Installed in every page before JupyterLab loads, all on performance.now()'s clock:
+# every drawImage on every canvas (ipympl paints each new frame with drawImage); every
+# PNG frame that reaches the page (ipympl makes a blob URL of each and loads it into
+# an <img>), with the image it went to, so a frame still being decoded can be told
+# from one that is painted; and every key press, mouse press and input event.
 _INIT_JS = """
 (() => {
   const draw = CanvasRenderingContext2D.prototype.drawImage;
@@ -249,6 +273,20 @@ _INIT_JS = """
     (c.__draws || (c.__draws = [])).push(performance.now());
     return draw.apply(this, args);
   };
+  window.__frames = [];  // arrival time of every PNG frame
+  window.__images = new Set();  // the <img> elements frames are loaded into
+  const src = Object.getOwnPropertyDescriptor(HTMLImageElement.prototype, 'src');
+  Object.defineProperty(HTMLImageElement.prototype, 'src', {
+    configurable: true,
+    get() { return src.get.call(this); },
+    set(value) {
+      if (typeof value === 'string' && value.startsWith('blob:')) {
+        window.__frames.push(performance.now());
+        window.__images.add(this);
+      }
+      src.set.call(this, value);
+    },
+  });
   window.__inputTimes = [];
   for (const type of ['keydown', 'mousedown', 'input']) {  // input: a <select> changed
     document.addEventListener(type, (e) => window.__inputTimes.push(e.timeStamp), true);
@@ -269,15 +307,90 @@ _JS_READY = """(path) => {
   return !!k && k.status === 'idle' && w.content.widgets.length > 0;
 }"""
 
-_JS_RUN_DONE = """() => {
+# Installed once the notebook's kernel is connected: the messages the page sends the
+# kernel that still await their "idle" status, and the replies to cells. A request's
+# outputs (a cell's text, a widget's frame) all arrive before its idle status.
+_JS_TRACK_KERNEL = """() => {
+  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  const track = window.__kernel = {
+    kernel, outstanding: new Map(), updates: [], replies: [], lastIdle: 0,
+  };
+  kernel.anyMessage.connect((_, {msg, direction}) => {
+    const now = performance.now();
+    if (direction === 'send' && msg.channel === 'shell') {
+      track.outstanding.set(msg.header.msg_id, `${msg.header.msg_type}@${Math.round(now)}`);
+      const data = msg.header.msg_type === 'comm_msg' && msg.content.data;
+      if (data && data.method === 'update') track.updates.push(now);  // a control's new value
+    } else if (direction === 'recv' && msg.header.msg_type === 'status'
+               && msg.content.execution_state === 'idle') {
+      track.outstanding.delete(msg.parent_header.msg_id);
+      track.lastIdle = now;
+    } else if (direction === 'recv' && msg.header.msg_type === 'execute_reply') {
+      track.replies.push({at: now, status: msg.content.status});
+      // a request aborted after an earlier error has no outputs, and may get no status
+      if (msg.content.status === 'aborted') track.outstanding.delete(msg.parent_header.msg_id);
+    }
+  });
+  return true;
+}"""
+
+# The page's state as the waits see it (``since``: a performance.now() time).
+_JS_STATE = """(since) => {
+  const track = window.__kernel;
+  const pending = Array.from(window.__images).filter((img) => !img.complete).length;
+  return {
+    now: performance.now(),
+    status: track.kernel.status,
+    outstanding: Array.from(track.outstanding.values()),
+    quiet: track.outstanding.size === 0 && track.kernel.status === 'idle' && pending === 0,
+    decoding: pending,
+    sent: track.updates.filter((t) => t >= since).length,
+    frames: window.__frames.filter((t) => t >= since).length,
+    replies: track.replies.filter((r) => r.at >= since).length,
+  };
+}"""
+
+_JS_RUN_START = """() => {
   const w = window.jupyterapp.shell.currentWidget;
-  const k = w.sessionContext.session.kernel;
-  if (k.status !== 'idle') return false;
-  const code = w.content.widgets.filter((c) => c.model.type === 'code');
-  const failed = code.some((c) => c.model.outputs.toJSON().some((o) => o.output_type === 'error'));
-  const pending = code.some((c) => c.model.sharedModel.getSource().trim() !== ''
-                                   && c.model.executionCount === null);
-  return failed || !pending;
+  const since = performance.now();
+  window.jupyterapp.commands.execute('notebook:run-all-cells');
+  const code = w.content.widgets.filter((c) => c.model.type === 'code'
+                                          && c.model.sharedModel.getSource().trim() !== '');
+  return {since, cells: code.length};
+}"""
+
+
+_JS_RUN_DONE = """([since, cells]) => {
+  const track = window.__kernel;
+  const pending = Array.from(window.__images).filter((img) => !img.complete).length;
+  if (track.outstanding.size > 0 || track.kernel.status !== 'idle' || pending > 0) return false;
+  if (track.replies.filter((r) => r.at >= since).length >= cells) return true;
+  // a cell that failed (and was not tagged to) ends the run early: the test reports it
+  const tagged = (c) => (c.model.getMetadata('tags') || []).includes('raises-exception');
+  return window.jupyterapp.shell.currentWidget.content.widgets.some(
+    (c) => c.model.type === 'code' && !tagged(c)
+           && c.model.outputs.toJSON().some((o) => o.output_type === 'error'));
+}"""
+
+# Every widget output of every cell is rendered, and every ipympl figure among them has
+# painted a frame. Returns what is still missing ([] when all is in place).
+_JS_VIEWS_MISSING = """() => {
+  const w = window.jupyterapp.shell.currentWidget;
+  const missing = [];
+  w.content.widgets.forEach((cell, index) => {
+    if (cell.model.type !== 'code') return;
+    const wanted = cell.model.outputs.toJSON().filter(
+      (o) => o.data && o.data['application/vnd.jupyter.widget-view+json']).length;
+    const shown = cell.node.querySelectorAll('.jp-OutputArea-output .jupyter-widgets').length;
+    if (shown === 0 && wanted > 0) missing.push(`cell ${index}: widget not rendered`);
+    cell.node.querySelectorAll('.jupyter-matplotlib-canvas-div').forEach((div) => {
+      const canvas = div.querySelector('canvas');
+      if (!canvas || !(canvas.__draws || []).length || canvas.width === 0) {
+        missing.push(`cell ${index}: figure has no frame yet`);
+      }
+    });
+  });
+  return missing;
 }"""
 
 _JS_CELLS = """() => {
@@ -336,8 +449,10 @@ _JS_CONTROLS = """() => {
     .filter((b) => Array.from(b.children).some((c) => c.classList.contains('jupyter-matplotlib')));
   const kinds = [['slider', '.widget-hslider'], ['toggle', '.widget-toggle-buttons'],
                  ['checkbox', '.widget-checkbox'], ['dropdown', '.widget-dropdown']];
+  const cells = window.jupyterapp.shell.currentWidget.content.widgets.map((c) => c.node);
   return boxes.map((box, b) => {
     const counts = {};
+    const cell = cells.findIndex((node) => node.contains(box));
     return Array.from(box.querySelectorAll(kinds.map(([, s]) => s).join(', '))).map((el) => {
       const kind = kinds.find(([, s]) => el.matches(s))[0];
       const nth = counts[kind] = (counts[kind] === undefined ? 0 : counts[kind] + 1);
@@ -353,7 +468,7 @@ _JS_CONTROLS = """() => {
       const options = Array.from(el.querySelectorAll('option'));
       const aria = (name) => handle.getAttribute(`aria-${name}`);
       return {
-        box: b, kind, nth,
+        box: b, cell, kind, nth,
         description: label ? label.textContent.trim() : '',
         disabled,
         readout: readout ? readout.textContent.trim() : null,
@@ -515,8 +630,11 @@ class NotebookPage:
         self = cls(page, server, path)
         page.on("request", self._watch_request)
         page.add_init_script(_INIT_JS)
-        page.goto(f"{server.url}/lab/workspaces/{workspace}/tree/{path}?token={server.token}")
-        page.wait_for_function(_JS_READY, arg=path, timeout=120_000, polling=250)
+        page.set_default_timeout(MOVE_TIMEOUT_MS)  # clicks and key presses on a loaded machine
+        url = f"{server.url}/lab/workspaces/{workspace}/tree/{path}?token={server.token}"
+        page.goto(url, wait_until="commit", timeout=OPEN_TIMEOUT_MS)  # then wait for the app
+        page.wait_for_function(_JS_READY, arg=path, timeout=OPEN_TIMEOUT_MS, polling=250)
+        page.evaluate(_JS_TRACK_KERNEL)
         return self
 
     def _watch_request(self, request: Any) -> None:
@@ -533,16 +651,35 @@ class NotebookPage:
         self.page.context.close()
 
     # -- cells -----------------------------------------------------------------------------
-    def run_all(self, timeout_s: float = 300) -> float:
-        """Run → Run All Cells; wait until the kernel is idle and every cell ran. Seconds taken."""
+    def run_all(self, timeout_s: float = 900) -> float:
+        """Run → Run All Cells and wait for the events that end it; seconds taken.
+
+        Done when the kernel has replied to every non-empty code cell (a cell
+        that fails stops the run; the rest are answered "aborted") and gone
+        quiet, and every widget output is rendered with its figure's first
+        frame painted. Raises RedrawTimeout saying which of these never came.
+        """
         start = time.monotonic()
-        self.page.evaluate(
-            "() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); return true; }"
-        )
-        self.page.wait_for_timeout(500)
-        self.page.wait_for_function(_JS_RUN_DONE, timeout=timeout_s * 1000, polling=250)
-        # widget views render after the kernel goes idle: give them a moment to appear
-        self.page.wait_for_timeout(1000)
+        run = self.page.evaluate(_JS_RUN_START)
+        args = [run["since"], run["cells"]]
+        try:
+            self.page.wait_for_function(
+                _JS_RUN_DONE, arg=args, timeout=timeout_s * 1000, polling=250
+            )
+        except PlaywrightTimeout as error:
+            state = self.page.evaluate(_JS_STATE, run["since"])
+            raise RedrawTimeout(
+                f"Run All did not finish in {timeout_s:.0f} s: {state['replies']} of "
+                f"{run['cells']} cells answered; {_describe(state)}"
+            ) from error
+        left = max(1.0, timeout_s - (time.monotonic() - start))
+        try:
+            self.page.wait_for_function(
+                f"() => ({_JS_VIEWS_MISSING})().length === 0", timeout=left * 1000, polling=250
+            )
+        except PlaywrightTimeout as error:
+            missing = self.page.evaluate(_JS_VIEWS_MISSING)
+            raise RedrawTimeout(f"after Run All, still missing: {missing}") from error
         self.run_seconds = time.monotonic() - start
         return self.run_seconds
 
@@ -591,18 +728,22 @@ class NotebookPage:
     def canvas(self, box: int) -> dict:
         return self.page.evaluate(_JS_CANVAS, box)
 
-    def move(self, control: dict, action: str, timeout_ms: float = 15_000) -> Move:
+    def move(self, control: dict, action: str, timeout_ms: float = MOVE_TIMEOUT_MS) -> Move:
         """Do ``action`` on ``control`` as a learner would and wait for its figure to redraw.
 
         Slider actions are keys pressed on the focused handle (``"ArrowRight"``,
         ``"End"``...); a toggle's action is the text of the button to click; a
-        dropdown's the option to choose; a checkbox's ``"click"``. Raises
-        TimeoutError (Playwright's) if the figure does not redraw in time.
+        dropdown's the option to choose; a checkbox's ``"click"``.
+
+        Before the action the kernel must be quiet (`quiet`), so no frame of an
+        earlier state is still on its way to be taken for this move's. After
+        it, the change must reach the kernel, the kernel must go quiet, and a
+        frame that arrived after the input must be painted on this figure.
+        Raises RedrawTimeout naming the step that did not happen within
+        ``timeout_ms``.
         """
         box = control["box"]
-        # A figure still taking in its first frames (right after Run All) would make a
-        # late image of the old state look like this move's redraw.
-        self._settle(box)
+        self.quiet(timeout_ms)
         before = self.canvas(box)
         since = self.page.evaluate("() => performance.now()")
         element = self._locator(control)
@@ -618,11 +759,15 @@ class NotebookPage:
             element.locator("select").select_option(label=action)
         else:  # pragma: no cover - _JS_CONTROLS only reports the kinds above
             raise ValueError(f"unknown control kind {control['kind']!r}")
-        self.page.wait_for_function(
-            _JS_CANVAS_NEWER, arg=[box, before["draws"]], timeout=timeout_ms, polling="raf"
-        )
+        try:
+            self.page.wait_for_function(
+                _JS_MOVE_DONE, arg=[box, since], timeout=timeout_ms, polling=100
+            )
+        except PlaywrightTimeout as error:
+            state = self.page.evaluate(_JS_STATE, since)
+            canvas = self.canvas(box)
+            raise RedrawTimeout(_move_stuck(state, canvas, before, timeout_ms)) from error
         latency = self.page.evaluate(_JS_FIRST_DRAW_AFTER, [box, since])
-        self._settle(box)
         after = self.canvas(box)
         readout_after = self.controls()[box][_index_of(self.controls()[box], control)]["readout"]
         return Move(
@@ -636,16 +781,22 @@ class NotebookPage:
             after["hash"] != before["hash"],
         )
 
-    def _settle(self, box: int, quiet_ms: float = 250, limit_ms: float = 5000) -> None:
-        """Wait until the figure has not redrawn for ``quiet_ms`` (a frame can come in parts)."""
-        start = time.monotonic()
-        seen = self.canvas(box)["draws"]
-        while (time.monotonic() - start) * 1000 < limit_ms:
-            self.page.wait_for_timeout(quiet_ms)
-            now = self.canvas(box)["draws"]
-            if now == seen:
-                return
-            seen = now
+    def quiet(self, timeout_ms: float = MOVE_TIMEOUT_MS) -> None:
+        """Wait until the kernel is quiet and every frame that reached the page is painted.
+
+        Quiet: every message the page sent the kernel has had its idle status
+        back (so all the frames it caused have arrived) and no frame is still
+        being decoded. Raises RedrawTimeout with what is still outstanding.
+        """
+        try:
+            self.page.wait_for_function(
+                "() => (" + _JS_STATE + ")(0).quiet", timeout=timeout_ms, polling=100
+            )
+        except PlaywrightTimeout as error:
+            state = self.page.evaluate(_JS_STATE, 0)
+            raise RedrawTimeout(
+                f"the page never went quiet in {timeout_ms / 1000:.0f} s: {_describe(state)}"
+            ) from error
 
     def screenshot(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -653,12 +804,62 @@ class NotebookPage:
         return path
 
 
-_JS_CANVAS_NEWER = """([b, n]) => {
+# A move is done when the page sent the control's new value to the kernel, the kernel went
+# quiet after it, and the figure's canvas painted a frame that arrived after the input.
+# (Counting any redraw of the canvas instead let a late frame of the previous move pass
+# for this one, and the test then read the kernel before the change had reached it.)
+_JS_MOVE_DONE = (
+    """([b, since]) => {
+  const state = ("""
+    + _JS_STATE
+    + """)(since);
+  if (!state.quiet || state.sent === 0) return false;
   const boxes = Array.from(document.querySelectorAll('.jp-Notebook .widget-vbox'))
     .filter((x) => Array.from(x.children).some((c) => c.classList.contains('jupyter-matplotlib')));
   const canvas = boxes[b].querySelector('.jupyter-matplotlib-canvas-div canvas');
-  return (canvas.__draws || []).length > n;
+  const frame = window.__frames.find((t) => t >= since);
+  return frame !== undefined && (canvas.__draws || []).some((t) => t > frame);
 }"""
+)
+
+
+class RedrawTimeout(AssertionError):
+    """A wait on the page ran out of time; the message says which step never happened."""
+
+
+# Playwright's TimeoutError, imported lazily: this module is imported without playwright
+# installed (to say how to install it).
+try:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+except ImportError:  # pragma: no cover - playwright is a pinned dev dependency
+    PlaywrightTimeout = TimeoutError  # type: ignore[misc,assignment]
+
+
+def _describe(state: dict) -> str:
+    waiting = ", ".join(state["outstanding"]) or "none"
+    return (
+        f"kernel {state['status']}, requests awaiting their idle status: {waiting}, "
+        f"frames still decoding: {state['decoding']}"
+    )
+
+
+def _move_stuck(state: dict, canvas: dict, before: dict, timeout_ms: float) -> str:
+    """Which step of a move did not happen: the cause of a RedrawTimeout."""
+    waited = f"in {timeout_ms / 1000:.0f} s"
+    if state["sent"] == 0:
+        return f"the page sent the kernel no new value {waited} (the input did not register)"
+    if not state["quiet"]:
+        return f"the kernel did not finish handling the change {waited}: {_describe(state)}"
+    if state["frames"] == 0:
+        return (
+            f"the kernel handled the change ({state['sent']} message(s), now quiet) "
+            f"but sent no frame {waited}"
+        )
+    return (
+        f"{state['frames']} frame(s) reached the page but the figure's canvas did not paint "
+        f"one {waited} (draws {before['draws']} before, {canvas['draws']} now, "
+        f"canvas {canvas['width']}x{canvas['height']})"
+    )
 
 
 def _index_of(controls: list[dict], control: dict) -> int:

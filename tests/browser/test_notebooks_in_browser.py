@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from labdriver import RedrawTimeout
 
 from attention_lib import (
     attention_weights,
@@ -472,14 +473,25 @@ def test_sliders_redraw_to_library_values(notebook, tmp_path: Path) -> None:
                 if dom["disabled"]:
                     break
                 action = pending.pop(0)
-                what = f"box {b} {dom['kind']} {dom['description']!r} ← {action}"
+                what = (
+                    f"box {b} (the figure in cell {dom['cell']}) {dom['kind']} "
+                    f"{dom['description']!r} ← {action}"
+                )
                 try:
                     move = page.move(dom, action)
-                except Exception as error:  # Playwright's TimeoutError: no redraw
-                    failures.append(f"{what}: the figure did not redraw ({type(error).__name__})")
+                except RedrawTimeout as error:  # says which step of the move never happened
+                    failures.append(f"{what}: the figure did not redraw: {error}")
+                    break
+                except Exception as error:  # Playwright could not do the action at all
+                    message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+                    failures.append(f"{what}: could not do it ({type(error).__name__}: {message})")
                     break
                 done.append(action)
-                log.append(f"{what}: readout {move.readout_before} → {move.readout_after}")
+                log.append(
+                    f"{what}: readout {move.readout_before} → {move.readout_after}, "
+                    "first frame after "
+                    + ("n/a" if move.latency_ms is None else f"{move.latency_ms:.0f} ms")
+                )
                 new = page.probe(inputs)
                 failures += _check_move(
                     what, move, state, new, classes, dom_after=page.controls()[b][j], moved=moved
