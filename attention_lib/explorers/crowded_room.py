@@ -29,6 +29,7 @@ import numpy as np
 from ..core import attention_weights
 from ..normalisers import softmax
 from .base import Explorer
+from .controls import fit_label, fit_slider
 
 __all__ = [
     "FEATURES",
@@ -46,6 +47,7 @@ __all__ = [
     "changed_hands",
     "format_three_steps",
     "learning_signal",
+    "nudge_headline",
     "room_shares",
     "three_steps",
 ]
@@ -208,6 +210,16 @@ def _percent(x: float) -> str:
     return "<0.001%"
 
 
+def nudge_headline(calm: float, loud: float) -> str:
+    """What a nudge did in each room, from the attention that changed hands there."""
+    if calm == 0 and loud == 0:
+        return "No nudge, nothing moves: pick a friend and move the slider"
+    return (
+        f"The same nudge moves {_percent(calm)} of the calm room's attention, "
+        f"{_percent(loud)} of the loud room's"
+    )
+
+
 class VolumeKnobExplorer(Explorer):
     """Five friends with fixed relevance and one slider: the room's volume.
 
@@ -219,7 +231,7 @@ class VolumeKnobExplorer(Explorer):
         self.relevance = _check_room(relevance, names)
         self.names = tuple(names)
         n = len(self.names)
-        fig = self._make_figure(figsize=(8, 4.2), layout="constrained")
+        fig = self._make_figure(figsize=(8.4, 4.2), layout="constrained")
         self.ax = ax = fig.add_subplot()
         labels = [
             f"{name}\n(relevance {r:+.1f})"
@@ -237,16 +249,17 @@ class VolumeKnobExplorer(Explorer):
         ax.legend(loc="upper right")
         fig.suptitle("Volume down: everyone gets the same share. Up: one voice takes it all.")
 
-        self.volume = widgets.FloatLogSlider(
-            value=1.0,
-            base=10,
-            min=-2,
-            max=2,
-            step=0.05,
-            description="room volume",
-            readout_format=".2f",
-            style={"description_width": "initial"},
-            layout={"width": "420px"},
+        self.volume = fit_slider(
+            widgets.FloatLogSlider(
+                value=1.0,
+                base=10,
+                min=-2,
+                max=2,
+                step=0.05,
+                description="room volume",
+                readout_format=".2f",
+            ),
+            track_px=300,
         )
         self._watch(self.volume)
         self.live = [*self.bars, self.equal_line, *self.labels, ax.title]
@@ -275,7 +288,7 @@ class ThreeStepsExplorer(Explorer):
     """
 
     def __init__(self) -> None:
-        fig = self._make_figure(figsize=(8, 5.6), layout="constrained")
+        fig = self._make_figure(figsize=(8.4, 5.4), layout="constrained")
         axes = fig.subplots(2, 2)
         self.axes = axes
         self.steps = three_steps()
@@ -320,13 +333,15 @@ class ThreeStepsExplorer(Explorer):
         ax.set_ylabel("amount of each feature")
         ax.set_xlabel("made-up features, for illustration")
         ax.legend(loc="upper right", fontsize="small", ncols=1)
-        ax.set_title('4. mix: the new "it" leans towards "dog"')
         fig.suptitle('The three steps for the word "it" ("the dog barked ... it")')
 
-        self.turn_down = widgets.Checkbox(
-            value=True,
-            description="turn the volume down (step 2)",
-            style={"description_width": "initial"},
+        self.turn_down = fit_label(
+            widgets.Checkbox(
+                value=True,
+                description="turn the volume down (step 2)",
+                indent=False,
+                layout={"width": "auto"},
+            )
         )
         self._watch(self.turn_down)
         self.live = [
@@ -337,8 +352,15 @@ class ThreeStepsExplorer(Explorer):
             *self.mix_bars,
             axes[0, 1].title,
             axes[1, 0].title,
+            axes[1, 1].title,
         ]
         self.update()
+
+    def nearest_word(self) -> str:
+        """The word whose values the mixed "it" is closest to (Euclidean distance)."""
+        steps = self.steps
+        distances = np.linalg.norm(steps.values - steps.mixed, axis=-1)  # (words,)
+        return steps.words[int(np.argmin(distances))]
 
     @staticmethod
     def _label_bars(ax, bars, heights: np.ndarray, decimals: int) -> list:
@@ -374,6 +396,7 @@ class ThreeStepsExplorer(Explorer):
             f"3. share out: adds up to {steps.shares.sum():.2f}, "
             f'"dog" gets {steps.shares[list(steps.words).index("dog")]:.0%}'
         )
+        self.axes[1, 1].set_title(f'4. mix: the new "it" is closest to "{self.nearest_word()}"')
 
 
 class SlotsExplorer(Explorer):
@@ -405,13 +428,13 @@ class SlotsExplorer(Explorer):
         self._k_rooms = rng.normal(size=(trials, keys, widest))  # (T, keys, 256)
         self.keys = keys
 
-        fig = self._make_figure(figsize=(8, 3.9), layout="constrained")
+        fig = self._make_figure(figsize=(8.4, 3.9), layout="constrained")
         self.ax_hist, self.ax_share = fig.subplots(1, 2, width_ratios=(1.25, 1))
         ax = self.ax_hist
         centres = (self.BIN_EDGES[:-1] + self.BIN_EDGES[1:]) / 2  # (64,)
         self.hist_bars = ax.bar(centres, np.zeros_like(centres), width=2.0, color=_COLOURS[0])
         self.spread_lines = [ax.axvline(0, color="black", ls="--", lw=1) for _ in range(2)]
-        self.spread_lines[0].set_label("typical size (± one standard deviation)")
+        self.spread_lines[0].set_label("typical size")  # update() says how many lie inside
         ax.set_xlim(self.BIN_EDGES[0], self.BIN_EDGES[-1])
         ax.set_ylim(0, 0.6)
         ax.set_xlabel("total for one query–key pair")
@@ -430,17 +453,20 @@ class SlotsExplorer(Explorer):
         ax.set_ylabel(f"average share over {trials} rooms")
         ax.legend(loc="upper right", fontsize="small")
 
-        self.slots = widgets.SelectionSlider(
-            options=list(_SLOT_CHOICES),
-            value=LESSON_HEAD_SLOTS,
-            description="slots per head",
-            style={"description_width": "initial"},
-            layout={"width": "380px"},
+        self.slots = fit_slider(
+            widgets.SelectionSlider(
+                options=list(_SLOT_CHOICES),
+                value=LESSON_HEAD_SLOTS,
+                description="slots in each list",
+            )
         )
-        self.divide = widgets.Checkbox(
-            value=False,
-            description="apply the fixed division (turn the volume down)",
-            style={"description_width": "initial"},
+        self.divide = fit_label(
+            widgets.Checkbox(
+                value=False,
+                description="apply the fixed division (turn the volume down)",
+                indent=False,
+                layout={"width": "auto"},
+            )
         )
         self._watch(self.slots, self.divide)
         self.live = [
@@ -460,12 +486,16 @@ class SlotsExplorer(Explorer):
         divisor = math.sqrt(d) if self.divide.value else 1.0
         totals = np.sum(self._q_pairs[:, :d] * self._k_pairs[:, :d], axis=-1) / divisor  # (N,)
         self.spread = float(totals.std())
+        self.inside = float(np.mean(np.abs(totals) <= self.spread))  # share between the lines
         clipped = np.clip(totals, self.BIN_EDGES[0] + 1e-9, self.BIN_EDGES[-1] - 1e-9)  # (N,)
         counts, _ = np.histogram(clipped, bins=self.BIN_EDGES)  # (64,)
         for bar, fraction in zip(self.hist_bars, counts / totals.size, strict=True):
             bar.set_height(fraction)
         for line, x in zip(self.spread_lines, (-self.spread, self.spread), strict=True):
             line.set_xdata([x, x])
+        self.ax_hist.get_legend().get_texts()[0].set_text(
+            f"typical size: {self.inside:.0%} of totals lie between"
+        )
 
         q, k = self._q_rooms[..., :d], self._k_rooms[..., :d]  # (T, 1, d), (T, keys, d)
         weights = attention_weights(q, k, scale=1.0 / divisor)  # (T, 1, keys)
@@ -480,7 +510,7 @@ class SlotsExplorer(Explorer):
         how = f"divided by {divisor:.1f}" if self.divide.value else "raw, not divided"
         slots = "1 slot" if d == 1 else f"{d} slots"
         self.ax_hist.set_title(f"{slots}, {how}: typical size ±{self.spread:.1f}")
-        self.ax_share.set_title(f"the loudest voice gets {top:.0%} on average")
+        self.ax_share.set_title(f"loudest voice: {top:.0%} on average")
 
 
 class NudgeExplorer(Explorer):
@@ -507,7 +537,7 @@ class NudgeExplorer(Explorer):
         self.before = {room: softmax(scores) for room, scores in self.rooms.items()}
         n = len(self.names)
 
-        fig = self._make_figure(figsize=(8, 4.0), layout="constrained")
+        fig = self._make_figure(figsize=(8.4, 4.0), layout="constrained")
         axes = fig.subplots(1, 3, width_ratios=(1, 1, 0.8))
         self.room_axes = dict(zip(self.rooms, axes[:2], strict=True))
         self.after_bars = {}
@@ -533,23 +563,21 @@ class NudgeExplorer(Explorer):
         ax.set_ylabel("attention that changed hands")
         ax.set_xlabel("room")
         ax.set_title("how much moved")
-        fig.suptitle("The same nudge moves the calm room's shares; the loud room barely notices")
+        self.headline = fig.suptitle("", fontsize=11)
 
-        self.who = widgets.Dropdown(
-            options=list(self.names),
-            value=self.names[1],
-            description="nudge the score of",
-            style={"description_width": "initial"},
-            layout={"width": "220px"},
+        self.who = fit_label(
+            widgets.Dropdown(
+                options=list(self.names),
+                value=self.names[1],
+                description="nudge the score of",
+                layout={"width": "240px"},
+            )
         )
-        self.nudge = widgets.FloatSlider(
-            value=0.5,
-            min=-1.0,
-            max=1.0,
-            step=0.05,
-            description="by",
-            readout_format="+.2f",
-            layout={"width": "360px"},
+        self.nudge = fit_slider(
+            widgets.FloatSlider(
+                value=0.5, min=-1.0, max=1.0, step=0.05, description="by", readout_format="+.2f"
+            ),
+            track_px=240,
         )
         self._watch(self.who, self.nudge)
         self.live = [
@@ -558,6 +586,7 @@ class NudgeExplorer(Explorer):
             *self.moved_bars,
             *self.moved_labels,
             self.ax_moved.title,
+            self.headline,
         ]
         self.update()
 
@@ -581,3 +610,4 @@ class NudgeExplorer(Explorer):
         self.ax_moved.set_title(
             f"nudge {self.who.value} by {self.nudge.value:+.2f}:\nhow much moved"
         )
+        self.headline.set_text(nudge_headline(self.moved["calm"], self.moved["loud"]))
