@@ -301,7 +301,7 @@ class MistakeExplorer(Explorer):
             self.consequence = {"mean top weight": top, "growth": g}
             self.knob_marker.set_data([g], [top])
             state = "collapsed (above 0.9)" if top > 0.9 else "not collapsed"
-            self.finding = f"at {g}× growth: mean top weight {top:.2f}, {state}"
+            self.finding = f"at {g}× growth: mean top weight {top:.2f},\n{state}"
         self.ax_effect.set_title(self.finding, fontsize=10)
 
 
