@@ -200,6 +200,7 @@ def check_tiling(e: TilingExplorer) -> None:
     assert f"{done} of {e.shape[0]} output rows done" in readout, readout
     tile, stats, full = (b.get_width() for b in e.memory_bars)
     assert f"held: {tile:g} score" in readout and f"vs {full:g} for the full" in readout
+    assert f"+ {stats:g} for m, l, acc" in readout, readout
     if e.causal.value:
         assert f"{len(e.skipped.get_paths())} of {e.shape[0] * e.shape[1]} score cells" in readout
 
@@ -296,7 +297,7 @@ def test_a_title_grown_past_the_edge_is_reported():
 
 
 def test_the_volume_suptitle_holds_at_the_ends():
-    """"Volume down: everyone gets the same share. Up: one voice takes it all." is about the ends."""
+    """The static suptitle (down: equal shares; up: one voice takes all) holds at the ends."""
     explorer = VolumeKnobExplorer()
     explorer.volume.value = 10**explorer.volume.min
     assert np.ptp(heights(explorer.bars)) < 0.03
