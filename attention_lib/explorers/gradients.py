@@ -267,8 +267,10 @@ def describe_training(
         change = last / first
         if change > 0.9:
             trend = f"stays near {first:.2g}"
-        else:
+        elif change > 0.1:
             trend = f"falls from {first:.2g} to {last:.2g} ({1 - change:.0%} lower)"
+        else:
+            trend = f"falls from {first:.2g} to {last:.2g} ({1 / change:.0f}× lower)"
         reached = run.steps_to_loss(level, window)
         when = (
             f"below {level:g} by step {reached}"

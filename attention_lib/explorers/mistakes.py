@@ -380,9 +380,8 @@ class MistakeTable:
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         lines = [self.run.title]
         for row in [header, *rows]:
-            lines.append(
-                "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
-            )
+            cells = "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
+            lines.append(("  " + cells).rstrip())
         lines += [f"  check on {who}: {said}" for who, said in self.checks()]
         return "\n".join(lines)
 

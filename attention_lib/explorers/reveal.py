@@ -256,7 +256,7 @@ def predict_number(
     )
 
     def judge(guess: float, truth: float) -> str:
-        verdict = "Close" if abs(guess - truth) <= tolerance else "Not quite"
+        verdict = "Close" if abs(guess - truth) <= tolerance + 1e-9 else "Not quite"  # slider steps
         line = f"{verdict}: you said {fmt.format(guess)}, the answer is {fmt.format(truth)}."
         return line + (f"\n{explain(truth)}" if explain else "")
 
