@@ -675,28 +675,25 @@ def _strip_ansi(text: str) -> str:
 # -- layout, still pictures, saved notebooks (explorers/canvas.py) -------------------------
 
 
-def execute_notebooks(dest: Path, names: Sequence[str], timeout: float = 900) -> Path:
-    """A scratch copy of ``notebooks/`` in ``dest``, with ``names`` executed in place.
+def execute_notebook(path: Path, timeout: float = 900) -> Path:
+    """Execute the notebook at ``path`` in place, as ``make notebooks`` does.
 
-    Executed as ``make notebooks`` does (nbclient, widget state stored in the
-    notebook's metadata), with this checkout's library: the outputs a
-    learner's first open would show once the notebooks are re-executed.
+    nbclient, in the notebook's folder, widget state stored in its metadata,
+    with this checkout's library: the outputs a learner's first open shows
+    once the notebooks are re-executed. Use it on a scratch copy.
     """
     import nbformat
     from nbclient import NotebookClient
 
-    root = copy_notebooks(dest)
-    for name in names:
-        path = root / name
-        notebook = nbformat.read(path, as_version=4)
-        NotebookClient(
-            notebook,
-            timeout=timeout,
-            kernel_name="python3",
-            resources={"metadata": {"path": str(root)}},
-        ).execute()
-        nbformat.write(notebook, path)
-    return root
+    notebook = nbformat.read(path, as_version=4)
+    NotebookClient(
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    ).execute()
+    nbformat.write(notebook, path)
+    return path
 
 
 def open_notebook(
@@ -756,6 +753,7 @@ _JS_WIDGET_OUTPUTS = """() => {
           return {width: cv.width, height: cv.height, inked};
         }),
         explorer: !!node.querySelector('.al-explorer'),
+        still: !!node.querySelector('.al-still'),
       });
     });
   });
@@ -768,6 +766,8 @@ def widget_outputs(page: NotebookPage) -> list[dict]:
 
     Each canvas reports its size and ``inked``, a count of sampled pixels
     that are drawn and dark (0 for a blank or transparent canvas).
+    ``explorer``: the output holds an explorer's box (the live widget, or one
+    rebuilt from saved state); ``still``: it holds an explorer's still picture.
     """
     return page.page.evaluate(_JS_WIDGET_OUTPUTS)
 
