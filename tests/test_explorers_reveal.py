@@ -211,3 +211,30 @@ def test_any_value_widget_can_carry_the_guess():
     prediction = Prediction("How many?", slider, lambda: 4, lambda g, a: f"{g} vs {a}")
     assert prediction.lock() == "3 vs 4"
     assert Prediction.STILL in prediction.widget._repr_mimebundle_()["text/plain"]
+
+
+def test_a_gate_for_a_solution_function_shows_that_function_checked(capsys):
+    code = (
+        "def my_attention(q, k, v, mask=None):\n"
+        "    scores = q @ k.T / math.sqrt(q.shape[-1])  # (L, S)\n"
+        "    if mask is not None:\n"
+        "        scores = np.where(mask, scores, -np.inf)\n"
+        "    return softmax(scores, axis=-1) @ v  # (L, dv)\n"
+    )
+    gate = SolutionGate.for_function(
+        lambda fn: check_attention(fn, verbose=False),
+        code,
+        "my_attention",
+        {"np": np, "math": math, "softmax": softmax},
+        explanation="Scale the scores, mask before the softmax, softmax over the keys.",
+    )
+    gate.attempt(attention_starter)
+    assert gate.revealed is None and gate.solution.value == ""
+    gate.button.click()
+    assert "All 5 cases agree" in gate.solution.value
+    assert "q @ k.T / math.sqrt" in gate.solution.value
+    assert gate.solution.value.rstrip().endswith(
+        "<p>Scale the scores, mask before the softmax, softmax over the keys.</p>"
+    )
+    with pytest.raises(ValueError, match="does not define a function 'missing'"):
+        SolutionGate.for_function(lambda fn: None, "x = 1", "missing")

@@ -104,8 +104,11 @@ class SolutionGate:
     ``lambda fn: check_scale_rule(fn, expect="flatten", verbose=False)``).
     ``solution_code`` is shown as code when revealed; ``solution_result``
     (optional) is called then, and what it returns (the checker on the
-    solution, say) is shown under the code. Display `widget` where the
-    solution belongs; call `attempt` in the learner's cell.
+    solution, say) is shown under the code, followed by ``explanation``
+    (prose that would give the answer away if printed earlier). Display
+    `widget` where the solution belongs; call `attempt` in the learner's
+    cell. `for_function` builds one whose result is the checker run on the
+    solution code itself.
     """
 
     WAITING = "The solution stays hidden until your attempt passes, or until you press the button."
@@ -117,17 +120,41 @@ class SolutionGate:
         solution_code: str,
         solution_result: Callable[[], Any] | None = None,
         *,
+        explanation: str = "",
         button: str = "Show the solution",
     ) -> None:
         self.check = check
         self.solution_code = solution_code
         self.solution_result = solution_result
+        self.explanation = explanation
         self.revealed: str | None = None  # "passed" or "asked" once shown
         self.status = widgets.HTML(f"<em>{html.escape(self.WAITING)}</em>")
         self.button = widgets.Button(description=button, icon="eye", layout={"width": "auto"})
         self.button.on_click(lambda _button: self.reveal("asked"))
         self.solution = widgets.HTML(layout=_HIDDEN)
         self.widget = _NoteBox([self.status, self.button, self.solution], self.STILL)
+
+    @classmethod
+    def for_function(
+        cls,
+        check: Callable[[Any], Any],
+        solution_code: str,
+        name: str,
+        namespace: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> SolutionGate:
+        """A gate whose solution is ``solution_code`` defining function ``name``.
+
+        When revealed, the code is run (in ``namespace``: the names it uses,
+        ``np``, ``math``, ``softmax``...) and ``check`` is shown run on the
+        function it defines, so the shown output is the shown code's.
+        Raises ValueError if the code does not define ``name``.
+        """
+        scope = dict(namespace or {})
+        exec(compile(solution_code, f"<solution {name}>", "exec"), scope)
+        if not callable(scope.get(name)):
+            raise ValueError(f"the solution code does not define a function {name!r}")
+        return cls(check, solution_code, lambda: check(scope[name]), **kwargs)
 
     def attempt(self, attempt: Any) -> Any:
         """Check ``attempt`` (the learner's function), print `feedback`; reveal if it passed.
@@ -148,6 +175,8 @@ class SolutionGate:
         parts = [f"<pre><code>{html.escape(self.solution_code.strip())}</code></pre>"]
         if self.solution_result is not None:
             parts.append(f"<pre>{html.escape(str(self.solution_result()))}</pre>")
+        if self.explanation:
+            parts.append(f"<p>{html.escape(self.explanation)}</p>")
         self.solution.value = "\n".join(parts)
         _show(self.solution)
         _show(self.button, False)
