@@ -12,6 +12,10 @@ each move restores that background and draws only the live artists on it.
 ipympl then sends the browser just the pixels that changed. A full redraw of
 the figures cost 130-425 ms per move on the 2-core course machine
 (benchmarks/latency.py), most of it text.
+
+Displayed, an explorer's box (`ExplorerBox`) fits the cell's width and leaves a
+still picture of its figure for pages that cannot run it: an untrusted first
+open, or a notebook reopened after a save (see `attention_lib.explorers.canvas`).
 """
 
 from __future__ import annotations
