@@ -846,12 +846,19 @@ def layout(page: NotebookPage) -> dict:
 
 
 def restart_and_run_all(page: NotebookPage, timeout_s: float = 300) -> float:
-    """Kernel ▸ Restart Kernel and Run All Cells; wait as `NotebookPage.run_all` does. Seconds."""
+    """Restart the notebook's kernel, wait until it is idle, then `NotebookPage.run_all`. Seconds.
+
+    The restart is awaited first: JupyterLab's "restart and run all" command
+    queues the cells only once the new kernel is up, and until then the page
+    looks finished (idle, every cell with an execution count).
+    """
     start = time.monotonic()
-    page.page.evaluate(
-        "() => { window.jupyterapp.commands.execute('notebook:restart-run-all'); return true; }"
+    page.page.evaluate(f"async () => {{ await {_JS_PANEL}.sessionContext.restartKernel(); }}")
+    page.page.wait_for_function(
+        f"() => {{ const k = {_JS_PANEL}.sessionContext.session.kernel;"
+        " return !!k && k.status === 'idle'; }",
+        timeout=timeout_s * 1000,
+        polling=250,
     )
-    page.page.wait_for_timeout(1500)
-    page.page.wait_for_function(_JS_RUN_DONE, timeout=timeout_s * 1000, polling=250)
-    page.page.wait_for_timeout(1000)
+    page.run_all(timeout_s)
     return time.monotonic() - start
