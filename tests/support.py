@@ -130,3 +130,65 @@ def nbval_outcomes(notebooks, report, log):
         else:
             outcomes.setdefault(notebook, ("passed", ""))
     return outcomes
+
+
+def drawn_texts(fig):
+    """[(text, window extent)] of every text a full draw of ``fig`` paints (Agg), in order.
+
+    Only what is painted: tick labels of ticks outside the view, empty or
+    invisible texts are not. The draw is the canvas's own, so an explorer
+    freezes its layout on it exactly as in the browser.
+    """
+    from matplotlib.text import Text
+
+    seen = []
+    original = Text.draw
+
+    def draw(self, renderer):
+        original(self, renderer)
+        if self.get_visible() and self.get_text().strip():
+            seen.append((self.get_text(), self.get_window_extent(renderer)))
+
+    Text.draw = draw
+    try:
+        fig.canvas.draw()
+    finally:
+        Text.draw = original
+    return seen
+
+
+def texts_outside(fig, tolerance=0.5):
+    """The painted texts of ``fig`` that reach past its edges: [(text, (x0, y0, x1, y1))]."""
+    box = fig.bbox
+    return [
+        (text, tuple(round(v, 1) for v in extent.extents))
+        for text, extent in drawn_texts(fig)
+        if extent.x0 < box.x0 - tolerance
+        or extent.y0 < box.y0 - tolerance
+        or extent.x1 > box.x1 + tolerance
+        or extent.y1 > box.y1 + tolerance
+    ]
+
+
+def control_settings(controls, limit=200):
+    """Settings to sweep: every combination of `control_values` when there are at most
+    ``limit``, else each control's values in turn with the others at their defaults.
+
+    Yields lists of (control, value) to apply in order.
+    """
+    import itertools
+
+    values = [control_values(c) for c in controls]
+    total = 1
+    for v in values:
+        total *= len(v)
+    if total <= limit:
+        for combo in itertools.product(*values):
+            yield list(zip(controls, combo, strict=True))
+    else:
+        defaults = [c.value for c in controls]
+        for i, c in enumerate(controls):
+            for v in values[i]:
+                yield [(o, d) for o, d in zip(controls, defaults, strict=True) if o is not c] + [
+                    (c, v)
+                ]

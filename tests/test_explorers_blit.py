@@ -29,6 +29,7 @@ from attention_lib.explorers import (
     VolumeKnobExplorer,
 )
 from attention_lib.explorers.alternatives import AlternativesExplorer
+from attention_lib.explorers.mistakes import MISTAKES, MistakeExplorer
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -42,6 +43,7 @@ EXPLORERS = {
     "OnlineSoftmax": OnlineSoftmaxExplorer,
     "Tiling": TilingExplorer,
     "Alternatives": AlternativesExplorer,
+    **{f"Mistake {name}": (lambda name=name: MistakeExplorer(name)) for name in MISTAKES},
 }
 
 

@@ -69,8 +69,8 @@ def test_online_ends_equal_to_softmax(online: OnlineSoftmaxExplorer) -> None:
     online_heights = [b.get_height() for b in online.online_bars]
     softmax_heights = [b.get_height() for b in online.softmax_bars]
     np.testing.assert_allclose(online_heights, softmax_heights, atol=1e-12)
-    shown = float(online.readout.get_text().rsplit("= ", 1)[1])
-    assert shown == pytest.approx(online.max_difference()) and shown < 1e-12
+    # rounding noise is shown as a bound, never as its machine-dependent digits
+    assert online.readout.get_text().endswith("max |online − softmax| < 1e-12")
     online.step.value = 11  # the big jump: 2.49 -> 5.30
     assert "NEW MAX: old sum rescaled by exp(m_prev − m) = 0.060" in online.readout.get_text()
     assert online.max_difference() > 0.1  # the unread scores still hold weight

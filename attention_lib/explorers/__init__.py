@@ -8,11 +8,12 @@ tests drive the same objects in-process by setting ``control.value``.
 from .base import Explorer
 from .crowded_room import NudgeExplorer, SlotsExplorer, ThreeStepsExplorer, VolumeKnobExplorer
 from .gradients import GradientExplorer
+from .mistakes import MistakeExplorer
 from .scaling import ScalingExplorer
 from .tiling import OnlineSoftmaxExplorer, TilingExplorer
 
 __all__ = ["Explorer"]
 __all__ += ["ScalingExplorer"]
 __all__ += ["NudgeExplorer", "SlotsExplorer", "ThreeStepsExplorer", "VolumeKnobExplorer"]
-__all__ += ["GradientExplorer"]
+__all__ += ["GradientExplorer", "MistakeExplorer"]
 __all__ += ["OnlineSoftmaxExplorer", "TilingExplorer"]

@@ -12,23 +12,28 @@ each move restores that background and draws only the live artists on it.
 ipympl then sends the browser just the pixels that changed. A full redraw of
 the figures cost 130-425 ms per move on the 2-core course machine
 (benchmarks/latency.py), most of it text.
+
+Displayed, an explorer's box (`ExplorerBox`) fits the cell's width and leaves a
+still picture of its figure for pages that cannot run it: an untrusted first
+open, or a notebook reopened after a save (see `attention_lib.explorers.canvas`).
 """
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import ipywidgets as widgets
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.backends.backend_webagg_core import FigureCanvasWebAggCore
 from matplotlib.figure import Figure
 
+from .canvas import STILL_NOTE, attach_canvas, data_url, fit_css, png_bytes
 from .frames import send_fast_frames
 
-__all__ = ["Explorer", "key_weight_bars"]
+__all__ = ["Explorer", "ExplorerBox", "StillBox", "key_weight_bars", "still_html"]
 
 
 class Explorer:
@@ -50,9 +55,15 @@ class Explorer:
     blit: bool | None = None
 
     def _make_figure(self, **kwargs: Any) -> Figure:
-        """A new figure that pyplot will not display on its own (we place the canvas)."""
-        with plt.ioff():
-            self.fig = plt.figure(**kwargs)
+        """A new figure (``Figure(**kwargs)``) on its own canvas, unknown to pyplot.
+
+        Under ipympl the canvas is a widget that opens already sized (see
+        `attention_lib.explorers.canvas`); elsewhere it is Agg's.
+        """
+        self.fig = Figure(**kwargs)
+        attach_canvas(self.fig)
+        self._box: ExplorerBox | None = None
+        self.above: list[widgets.Widget] = []  # shown between the controls and the figure
         self.controls = []
         self.live = []
         self._laid_out = False
@@ -183,12 +194,16 @@ class Explorer:
         raise NotImplementedError
 
     @property
-    def widget(self) -> widgets.VBox:
-        """Controls above the figure, for ``display`` in a notebook.
+    def widget(self) -> ExplorerBox:
+        """Controls above the figure, for ``display`` in a notebook (one box per explorer).
 
         With ipympl the canvas itself is the widget; under any other backend
-        the figure is shown as a static image in an Output widget.
+        the figure is shown as a static image in an Output widget. Displayed,
+        the box also carries a still picture of the figure for a page that
+        cannot show the live widget (see `ExplorerBox`).
         """
+        if self._box is not None:
+            return self._box
         canvas = self.fig.canvas
         if isinstance(canvas, widgets.DOMWidget):
             view: widgets.Widget = canvas
@@ -198,7 +213,103 @@ class Explorer:
                 from IPython.display import display
 
                 display(self.fig)
-        return widgets.VBox([widgets.HBox(self.controls), view])
+        controls = widgets.HBox(self.controls)
+        controls.add_class("al-controls")
+        note = widgets.HTML(fit_css(self.fig))  # the still picture joins it when displayed
+        note.add_class("al-note")
+        width = round(self.fig.bbox.width)
+        self._box = ExplorerBox(
+            self,
+            [controls, *self.above, view, note],
+            note,
+            layout={"width": "100%", "max_width": f"{width}px"},
+        )
+        self._box.add_class("al-explorer")
+        return self._box
+
+    def still(self) -> bytes:
+        """The figure as it is now, as PNG bytes (the picture shown before the kernel runs).
+
+        Reduced to 256 colours: a third of the size, and a figure's flat colours
+        and anti-aliased text look the same.
+        """
+        return png_bytes(self.fig, colours=256)
+
+
+class StillBox(widgets.VBox):
+    """A VBox whose display bundle also holds a still version of itself.
+
+    JupyterLab shows the live widget (``application/vnd.jupyter.widget-view+json``)
+    in a trusted notebook whose kernel made it, and otherwise the first of the
+    other types it may render safely: ``text/html``, sanitised, in a
+    learner's first (untrusted) open of a committed notebook; then
+    ``image/png``; then ``text/plain``. Subclasses say what the still version
+    is (`still_bundle`); without one a box shows its text repr, as any widget.
+    """
+
+    def still_bundle(self) -> dict[str, Any]:
+        """The extra types of the display bundle (``text/html``, ``text/plain``...)."""
+        return {}
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        data = super()._repr_mimebundle_(**kwargs)
+        if data is None:  # closed
+            return None
+        data.update(self.still_bundle())
+        return data
+
+
+class ExplorerBox(StillBox):
+    """An explorer's controls, canvas and still note, displayed with a still picture too.
+
+    Displayed, it carries a PNG of the figure as it is at that moment, with
+    the one-line `STILL_NOTE`, in two places:
+
+    - in its display bundle (``text/html``, and ``text/plain`` for a page
+      without HTML): a learner's first, untrusted open of the committed
+      notebook shows the picture instead of the widget's text;
+    - in its ``note`` widget, which the box's style sheet shows only when the
+      widget is rebuilt from saved state without a kernel (reopened after a
+      save), in place of the canvas and the controls. ipympl's own saved
+      picture (``_data_url``) cannot serve: the page stores it one frame
+      late, so after Run All it is often blank.
+    """
+
+    def __init__(
+        self,
+        explorer: Explorer,
+        children: list[widgets.Widget],
+        note: widgets.HTML,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(children, **kwargs)
+        self.explorer = explorer
+        self.note = note
+
+    def still_bundle(self) -> dict[str, Any]:
+        picture = still_html(self.explorer.still(), _figure_title(self.explorer.fig))
+        self.note.value = fit_css(self.explorer.fig) + picture
+        return {
+            "text/html": picture,
+            "text/plain": f"{_figure_title(self.explorer.fig)}\n{STILL_NOTE}",
+        }
+
+
+def still_html(png: bytes, title: str) -> str:
+    """A still picture with its one-line note, as HTML that survives JupyterLab's sanitiser."""
+    return (
+        f'<div class="al-still"><img src="{data_url(png)}" alt="{html.escape(title)}" '
+        f'style="max-width: 100%; height: auto;"/>'
+        f"<p><em>{html.escape(STILL_NOTE)}</em></p></div>"
+    )
+
+
+def _figure_title(fig: Figure) -> str:
+    """The figure's headline (its suptitle or first axes title), for alt text."""
+    if fig.get_suptitle():
+        return fig.get_suptitle()
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    return titles[0] if titles else "explorer figure"
 
 
 def key_weight_bars(ax: Any, keys: int, xlabel: str, ylabel: str, legend: bool = True) -> Any:

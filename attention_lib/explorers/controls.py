@@ -13,9 +13,38 @@ import ipywidgets as widgets
 
 from ..lessons.scaling_stats import scale_for
 
-__all__ = ["RULE_LABELS", "WidthAndScale"]
+__all__ = ["RULE_LABELS", "SLIDER_TRACK_PX", "WidthAndScale", "fit_label", "fit_slider"]
 
 RULE_LABELS = (("none", "none"), ("1/√d", "1/sqrt(d)"), ("1/d", "1/d"), ("custom c", "custom"))
+
+#: The width of a slider's track: a learner can place it, and the browser test's floor is 150.
+SLIDER_TRACK_PX = 200
+_READOUT_PX = 72  # ipywidgets' readout: at least --jp-widgets-inline-width-tiny
+_MARGINS_PX = 30  # the label's margin and the track's insets for the handle
+_CHAR_PX = 7.5  # a generous average width of one character of JupyterLab's 13 px UI font
+
+
+def _text_px(text: str) -> int:
+    return int(len(text) * _CHAR_PX) + 8
+
+
+def fit_label(control: widgets.Widget) -> widgets.Widget:
+    """Give ``control``'s description all the room it needs (no "head widt…"); returns it."""
+    control.style.description_width = "initial"
+    return control
+
+
+def fit_slider(slider: widgets.Widget, track_px: int = SLIDER_TRACK_PX) -> widgets.Widget:
+    """Size a slider so its label shows whole and its track is ``track_px`` wide; returns it.
+
+    ipywidgets gives a slider a fixed total width (300 px) shared by label, track
+    and readout, so a long label squeezes the track; this sets the total from the
+    label's length instead.
+    """
+    fit_label(slider)
+    total = _text_px(slider.description) + track_px + _READOUT_PX + _MARGINS_PX
+    slider.layout.width = f"{total}px"
+    return slider
 
 
 class WidthAndScale:
@@ -30,21 +59,23 @@ class WidthAndScale:
     multiplier: widgets.FloatLogSlider
 
     def _make_width_and_scale(self, widths: Sequence[int], width: int) -> None:
-        self.width = widgets.SelectionSlider(
-            options=[(str(d), d) for d in widths],
-            value=width,
-            description="head width d",
-            continuous_update=True,
-            style={"description_width": "initial"},
+        self.width = fit_slider(
+            widgets.SelectionSlider(
+                options=[(str(d), d) for d in widths],
+                value=width,
+                description="head width d",
+                continuous_update=True,
+            )
         )
-        self.rule = widgets.ToggleButtons(
-            options=RULE_LABELS,
-            value="1/sqrt(d)",
-            description="scale",
-            style={"button_width": "68px"},
+        self.rule = fit_label(
+            widgets.ToggleButtons(options=RULE_LABELS, value="1/sqrt(d)", description="scale")
         )
-        self.multiplier = widgets.FloatLogSlider(
-            value=1.0, base=10, min=-3, max=2, step=0.1, description="c", readout_format=".3g"
+        self.rule.style.button_width = "auto"  # each button as wide as its label
+        self.rule.layout.width = "auto"  # the label and the buttons on one line
+        self.multiplier = fit_slider(
+            widgets.FloatLogSlider(
+                value=1.0, base=10, min=-3, max=2, step=0.1, description="c", readout_format=".3g"
+            )
         )
 
     @property

@@ -25,10 +25,14 @@ from dataclasses import dataclass
 
 import ipywidgets as widgets
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyArrowPatch
 
 from ..core import attention_weights
 from ..normalisers import softmax
 from .base import Explorer
+from .controls import fit_label, fit_slider
 
 __all__ = [
     "FEATURES",
@@ -46,7 +50,10 @@ __all__ = [
     "changed_hands",
     "format_three_steps",
     "learning_signal",
+    "nudge_headline",
     "room_shares",
+    "sharing_headline",
+    "sharing_picture",
     "three_steps",
 ]
 
@@ -208,6 +215,16 @@ def _percent(x: float) -> str:
     return "<0.001%"
 
 
+def nudge_headline(calm: float, loud: float) -> str:
+    """What a nudge did in each room, from the attention that changed hands there."""
+    if calm == 0 and loud == 0:
+        return "No nudge, nothing moves: pick a friend and move the slider"
+    return (
+        f"The same nudge moves {_percent(calm)} of the calm room's attention, "
+        f"{_percent(loud)} of the loud room's"
+    )
+
+
 class VolumeKnobExplorer(Explorer):
     """Five friends with fixed relevance and one slider: the room's volume.
 
@@ -219,7 +236,7 @@ class VolumeKnobExplorer(Explorer):
         self.relevance = _check_room(relevance, names)
         self.names = tuple(names)
         n = len(self.names)
-        fig = self._make_figure(figsize=(8, 4.2), layout="constrained")
+        fig = self._make_figure(figsize=(8.4, 4.2), layout="constrained")
         self.ax = ax = fig.add_subplot()
         labels = [
             f"{name}\n(relevance {r:+.1f})"
@@ -237,16 +254,17 @@ class VolumeKnobExplorer(Explorer):
         ax.legend(loc="upper right")
         fig.suptitle("Volume down: everyone gets the same share. Up: one voice takes it all.")
 
-        self.volume = widgets.FloatLogSlider(
-            value=1.0,
-            base=10,
-            min=-2,
-            max=2,
-            step=0.05,
-            description="room volume",
-            readout_format=".2f",
-            style={"description_width": "initial"},
-            layout={"width": "420px"},
+        self.volume = fit_slider(
+            widgets.FloatLogSlider(
+                value=1.0,
+                base=10,
+                min=-2,
+                max=2,
+                step=0.05,
+                description="room volume",
+                readout_format=".2f",
+            ),
+            track_px=300,
         )
         self._watch(self.volume)
         self.live = [*self.bars, self.equal_line, *self.labels, ax.title]
@@ -275,7 +293,7 @@ class ThreeStepsExplorer(Explorer):
     """
 
     def __init__(self) -> None:
-        fig = self._make_figure(figsize=(8, 5.6), layout="constrained")
+        fig = self._make_figure(figsize=(8.4, 5.4), layout="constrained")
         axes = fig.subplots(2, 2)
         self.axes = axes
         self.steps = three_steps()
@@ -320,13 +338,15 @@ class ThreeStepsExplorer(Explorer):
         ax.set_ylabel("amount of each feature")
         ax.set_xlabel("made-up features, for illustration")
         ax.legend(loc="upper right", fontsize="small", ncols=1)
-        ax.set_title('4. mix: the new "it" leans towards "dog"')
         fig.suptitle('The three steps for the word "it" ("the dog barked ... it")')
 
-        self.turn_down = widgets.Checkbox(
-            value=True,
-            description="turn the volume down (step 2)",
-            style={"description_width": "initial"},
+        self.turn_down = fit_label(
+            widgets.Checkbox(
+                value=True,
+                description="turn the volume down (step 2)",
+                indent=False,
+                layout={"width": "auto"},
+            )
         )
         self._watch(self.turn_down)
         self.live = [
@@ -337,8 +357,15 @@ class ThreeStepsExplorer(Explorer):
             *self.mix_bars,
             axes[0, 1].title,
             axes[1, 0].title,
+            axes[1, 1].title,
         ]
         self.update()
+
+    def nearest_word(self) -> str:
+        """The word whose values the mixed "it" is closest to (Euclidean distance)."""
+        steps = self.steps
+        distances = np.linalg.norm(steps.values - steps.mixed, axis=-1)  # (words,)
+        return steps.words[int(np.argmin(distances))]
 
     @staticmethod
     def _label_bars(ax, bars, heights: np.ndarray, decimals: int) -> list:
@@ -374,6 +401,7 @@ class ThreeStepsExplorer(Explorer):
             f"3. share out: adds up to {steps.shares.sum():.2f}, "
             f'"dog" gets {steps.shares[list(steps.words).index("dog")]:.0%}'
         )
+        self.axes[1, 1].set_title(f'4. mix: the new "it" is closest to "{self.nearest_word()}"')
 
 
 class SlotsExplorer(Explorer):
@@ -405,13 +433,13 @@ class SlotsExplorer(Explorer):
         self._k_rooms = rng.normal(size=(trials, keys, widest))  # (T, keys, 256)
         self.keys = keys
 
-        fig = self._make_figure(figsize=(8, 3.9), layout="constrained")
+        fig = self._make_figure(figsize=(8.4, 3.9), layout="constrained")
         self.ax_hist, self.ax_share = fig.subplots(1, 2, width_ratios=(1.25, 1))
         ax = self.ax_hist
         centres = (self.BIN_EDGES[:-1] + self.BIN_EDGES[1:]) / 2  # (64,)
         self.hist_bars = ax.bar(centres, np.zeros_like(centres), width=2.0, color=_COLOURS[0])
         self.spread_lines = [ax.axvline(0, color="black", ls="--", lw=1) for _ in range(2)]
-        self.spread_lines[0].set_label("typical size (± one standard deviation)")
+        self.spread_lines[0].set_label("typical size")  # update() says how many lie inside
         ax.set_xlim(self.BIN_EDGES[0], self.BIN_EDGES[-1])
         ax.set_ylim(0, 0.6)
         ax.set_xlabel("total for one query–key pair")
@@ -430,17 +458,20 @@ class SlotsExplorer(Explorer):
         ax.set_ylabel(f"average share over {trials} rooms")
         ax.legend(loc="upper right", fontsize="small")
 
-        self.slots = widgets.SelectionSlider(
-            options=list(_SLOT_CHOICES),
-            value=LESSON_HEAD_SLOTS,
-            description="slots per head",
-            style={"description_width": "initial"},
-            layout={"width": "380px"},
+        self.slots = fit_slider(
+            widgets.SelectionSlider(
+                options=list(_SLOT_CHOICES),
+                value=LESSON_HEAD_SLOTS,
+                description="slots in each list",
+            )
         )
-        self.divide = widgets.Checkbox(
-            value=False,
-            description="apply the fixed division (turn the volume down)",
-            style={"description_width": "initial"},
+        self.divide = fit_label(
+            widgets.Checkbox(
+                value=False,
+                description="apply the fixed division (turn the volume down)",
+                indent=False,
+                layout={"width": "auto"},
+            )
         )
         self._watch(self.slots, self.divide)
         self.live = [
@@ -460,12 +491,16 @@ class SlotsExplorer(Explorer):
         divisor = math.sqrt(d) if self.divide.value else 1.0
         totals = np.sum(self._q_pairs[:, :d] * self._k_pairs[:, :d], axis=-1) / divisor  # (N,)
         self.spread = float(totals.std())
+        self.inside = float(np.mean(np.abs(totals) <= self.spread))  # share between the lines
         clipped = np.clip(totals, self.BIN_EDGES[0] + 1e-9, self.BIN_EDGES[-1] - 1e-9)  # (N,)
         counts, _ = np.histogram(clipped, bins=self.BIN_EDGES)  # (64,)
         for bar, fraction in zip(self.hist_bars, counts / totals.size, strict=True):
             bar.set_height(fraction)
         for line, x in zip(self.spread_lines, (-self.spread, self.spread), strict=True):
             line.set_xdata([x, x])
+        self.ax_hist.get_legend().get_texts()[0].set_text(
+            f"typical size: {self.inside:.0%} of totals lie between"
+        )
 
         q, k = self._q_rooms[..., :d], self._k_rooms[..., :d]  # (T, 1, d), (T, keys, d)
         weights = attention_weights(q, k, scale=1.0 / divisor)  # (T, 1, keys)
@@ -507,7 +542,7 @@ class NudgeExplorer(Explorer):
         self.before = {room: softmax(scores) for room, scores in self.rooms.items()}
         n = len(self.names)
 
-        fig = self._make_figure(figsize=(8, 4.0), layout="constrained")
+        fig = self._make_figure(figsize=(8.4, 4.0), layout="constrained")
         axes = fig.subplots(1, 3, width_ratios=(1, 1, 0.8))
         self.room_axes = dict(zip(self.rooms, axes[:2], strict=True))
         self.after_bars = {}
@@ -533,23 +568,21 @@ class NudgeExplorer(Explorer):
         ax.set_ylabel("attention that changed hands")
         ax.set_xlabel("room")
         ax.set_title("how much moved")
-        fig.suptitle("The same nudge moves the calm room's shares; the loud room barely notices")
+        self.headline = fig.suptitle("", fontsize=11)
 
-        self.who = widgets.Dropdown(
-            options=list(self.names),
-            value=self.names[1],
-            description="nudge the score of",
-            style={"description_width": "initial"},
-            layout={"width": "220px"},
+        self.who = fit_label(
+            widgets.Dropdown(
+                options=list(self.names),
+                value=self.names[1],
+                description="nudge the score of",
+                layout={"width": "240px"},
+            )
         )
-        self.nudge = widgets.FloatSlider(
-            value=0.5,
-            min=-1.0,
-            max=1.0,
-            step=0.05,
-            description="by",
-            readout_format="+.2f",
-            layout={"width": "360px"},
+        self.nudge = fit_slider(
+            widgets.FloatSlider(
+                value=0.5, min=-1.0, max=1.0, step=0.05, description="by", readout_format="+.2f"
+            ),
+            track_px=240,
         )
         self._watch(self.who, self.nudge)
         self.live = [
@@ -558,6 +591,7 @@ class NudgeExplorer(Explorer):
             *self.moved_bars,
             *self.moved_labels,
             self.ax_moved.title,
+            self.headline,
         ]
         self.update()
 
@@ -581,3 +615,95 @@ class NudgeExplorer(Explorer):
         self.ax_moved.set_title(
             f"nudge {self.who.value} by {self.nudge.value:+.2f}:\nhow much moved"
         )
+        self.headline.set_text(nudge_headline(self.moved["calm"], self.moved["loud"]))
+
+
+# --- a still picture: one word sharing its attention ------------------------------------
+
+
+def sharing_headline(weights: np.ndarray, words: Sequence[str], query: str) -> str:
+    """One plain sentence about how ``query`` shares its attention over ``words``.
+
+    "most of its attention" only when the top share is at least a half;
+    otherwise "its biggest share".
+    """
+    top = int(np.argmax(weights))
+    amount = "most of its attention" if weights[top] >= 0.5 else "its biggest share of attention"
+    return f'"{query}" gives {amount} to "{words[top]}" ({_percent(weights[top])})'
+
+
+def sharing_picture(
+    weights: Sequence[float] | None = None,
+    words: Sequence[str] = LESSON_WORDS,
+    query: str = "it",
+    *,
+    scores: Sequence[float] | None = None,
+) -> Figure:
+    """A still picture of ``query`` sharing its attention over ``words``, for beginners.
+
+    The words sit in a row, each with a bar as tall as its share and the share
+    written on it; an arrow from the query word to each word is as thick as
+    that share. Give either ``weights`` (one share per word, each >= 0,
+    adding up to 1: a trained model's attention, say) or ``scores`` (raw
+    totals, shared out here with `softmax`). The title (`sharing_headline`)
+    is computed from the shares. Raises ValueError for both or neither, a
+    length that does not match ``words``, or shares that are negative or do
+    not add up to one (within 1e-6).
+    """
+    if (weights is None) == (scores is None):
+        raise ValueError("give either weights (shares adding up to 1) or scores, not both")
+    if scores is not None:
+        shares = softmax(np.asarray(scores, dtype=float))  # (n,)
+    else:
+        shares = np.asarray(weights, dtype=float)  # (n,)
+    if shares.ndim != 1 or shares.size != len(words):
+        raise ValueError(f"need one share per word: {len(words)} words, got shape {shares.shape}")
+    if not np.all(np.isfinite(shares)) or shares.min() < 0 or abs(shares.sum() - 1) > 1e-6:
+        raise ValueError(
+            f"shares must be >= 0 and add up to 1, got {np.round(shares, 4)} "
+            f"(sum {shares.sum():.6f}); pass scores= to share out raw totals"
+        )
+    n = len(words)
+    fig = Figure(figsize=(8.4, 3.4), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    x = np.arange(n, dtype=float)  # (n,) where each word sits
+    top = int(np.argmax(shares))
+    colours = [_COLOURS[1] if i == top else "#7f7f7f" for i in range(n)]
+    ax.bar(x, 1.6 * shares, bottom=0.35, width=0.55, color=colours, alpha=0.85)
+    for i, (word, share) in enumerate(zip(words, shares, strict=True)):
+        ax.text(i, 0.1, word, ha="center", va="center", fontsize=14, fontweight="bold")
+        ax.text(i, 0.4 + 1.6 * share, _percent(share), ha="center", va="bottom", fontsize=11)
+    query_x = (n - 1) / 2
+    ax.text(
+        query_x,
+        -1.35,
+        f'"{query}"',
+        ha="center",
+        va="center",
+        fontsize=15,
+        fontweight="bold",
+        color=_COLOURS[0],
+    )
+    for i, share in enumerate(shares):
+        ax.add_patch(
+            FancyArrowPatch(
+                (query_x, -1.1),
+                (i, -0.12),
+                arrowstyle="-|>",
+                mutation_scale=12 + 20 * share,
+                linewidth=0.5 + 10 * share,
+                color=_COLOURS[0],
+                alpha=0.25 + 0.75 * share,
+                shrinkA=4,
+                shrinkB=4,
+            )
+        )
+    ax.set_xlim(-0.6, n - 0.4)
+    ax.set_ylim(-1.6, 2.25)
+    ax.axis("off")
+    ax.set_title(
+        sharing_headline(shares, words, query) + "\n(thicker arrow, taller bar: a bigger share)",
+        fontsize=12,
+    )
+    return fig

@@ -14,8 +14,10 @@ side by side: loss and attention entropy against the training step.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
+from collections.abc import Sequence
+
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..lessons.scaling_stats import POWER_OF_TWO_WIDTHS, sweep_widths
@@ -23,17 +25,48 @@ from ..lessons.theory import RetrievalRun, jacobian_norm_table, reduce_norms, so
 from ..normalisers import softmax
 from .base import Explorer, key_weight_bars
 from .controls import WidthAndScale
+from .scaling import rule_name
 
-__all__ = ["GradientExplorer", "training_figure"]
+__all__ = ["GradientExplorer", "describe_training", "headline", "training_figure"]
 
 _FIXED_RULES = ("none", "1/sqrt(d)", "1/d")
 
-_HEADLINES = {
-    "none": "No scaling: wider heads saturate and the Jacobian, the gradient's gate, closes",
-    "1/sqrt(d)": "Scaled by 1/√d: the Jacobian keeps the same size at every width",
-    "1/d": "Scaled by 1/d: the Jacobian stays open, but the weights flatten toward uniform",
-    "custom": "A fixed multiplier c: right at one width, wrong at the others",
-}
+#: A mean-norm curve whose largest value is at most this times its smallest "holds" at every width.
+FLAT_RATIO = 1.5
+#: A median norm at or below this at every width: the gradient's gate is shut.
+SHUT = 1e-3
+
+
+def headline(
+    rule: str,
+    multiplier: float,
+    widths: Sequence[int],
+    mean_norms: Sequence[float],
+    median_norms: Sequence[float],
+) -> str:
+    """The explorer's headline, computed from the two curves drawn (mean and median ‖J‖).
+
+    Flat mean curves (largest at most `FLAT_RATIO` times the smallest) are
+    reported by their range; a median at or below `SHUT` at every width as a
+    shut gate; otherwise the mean curve's two ends, with "the gate closes"
+    when the median falls below `SHUT` by the widest head.
+    """
+    lo, hi = min(mean_norms), max(mean_norms)
+    name = rule_name(rule, multiplier)
+    if lo > 0 and hi / lo <= FLAT_RATIO:
+        return f"{name}: mean ‖J‖ {lo:.2g}–{hi:.2g} at every width: the gradient passes"
+    if max(median_norms) <= SHUT:
+        return (
+            f"{name}: median ‖J‖ at most {max(median_norms):.1g} at every width: the gate is shut"
+        )
+    ends = (
+        f"mean ‖J‖ {mean_norms[0]:.2g} at d = {widths[0]} → {mean_norms[-1]:.2g} "
+        f"at d = {widths[-1]}"
+    )
+    if median_norms[-1] <= SHUT:
+        return f"{name}: {ends}; the median falls to {median_norms[-1]:.1g}: the gate closes"
+    return f"{name}: {ends}"
+
 
 # J's entries lie in [-1/4, 1/4]: p_i (1 - p_i) <= 1/4 on the diagonal, -p_i p_j >= -1/4 off it
 _CLIM = 0.25
@@ -70,7 +103,7 @@ class GradientExplorer(WidthAndScale, Explorer):
         }
         widths = np.array(self.sweep.widths)
 
-        fig = self._make_figure(figsize=(8, 6.6), layout="constrained")
+        fig = self._make_figure(figsize=(8.4, 5.2), layout="constrained")
         axes = fig.subplot_mosaic([["curve", "curve"], ["weights", "jacobian"]])
         ax_curve, ax_w, ax_j = axes["curve"], axes["weights"], axes["jacobian"]
         self.axes = (ax_curve, ax_w, ax_j)
@@ -116,7 +149,7 @@ class GradientExplorer(WidthAndScale, Explorer):
         ax_j.set_xlabel("score s_j moved")
         ax_j.set_ylabel("weight p_i that responds")
         fig.colorbar(self.heatmap, ax=ax_j, label="∂p_i/∂s_j")
-        self.headline = fig.suptitle("", fontsize=11)
+        self.title = fig.suptitle("", fontsize=11)
 
         self._make_width_and_scale(self.sweep.widths, width)
         self._watch(self.width, self.rule, self.multiplier)
@@ -133,7 +166,7 @@ class GradientExplorer(WidthAndScale, Explorer):
             ax_w.title,
             self.heatmap,
             ax_j.title,
-            self.headline,
+            self.title,
         ]
         self.update()
 
@@ -149,6 +182,16 @@ class GradientExplorer(WidthAndScale, Explorer):
     def current_norm(self, statistic: str = "mean") -> float:
         """Mean (or median) Jacobian norm at the current width and rule."""
         return float(self.curve(statistic)[self.sweep.widths.index(self.width.value)])
+
+    def headline(self) -> str:
+        """The headline for the current rule, computed from the curves drawn."""
+        return headline(
+            self.rule.value,
+            self.multiplier.value,
+            self.sweep.widths,
+            list(self.curve("mean")),
+            list(self.curve("median")),
+        )
 
     def example_weights(self) -> np.ndarray:
         """The example query's weights at the current setting, shape (keys,)."""
@@ -197,16 +240,55 @@ class GradientExplorer(WidthAndScale, Explorer):
         )
         ax_w.set_title(f"one query's weights: top {p.max():.2f}", fontsize=10)
         ax_j.set_title(f"its Jacobian: ‖J‖ = {np.linalg.norm(jac):.2g}", fontsize=10)
-        self.headline.set_text(_HEADLINES[self.rule.value])
+        self.title.set_text(self.headline())
+
+
+def _run_label(run: RetrievalRun) -> str:
+    if run.scale == 1:
+        return "no scaling"
+    if run.scale == 1 / np.sqrt(run.width):
+        return f"scaled by 1/√{run.width}"
+    return f"scaled by {run.scale:.4g}"
+
+
+def describe_training(
+    unscaled: RetrievalRun, scaled: RetrievalRun, window: int = 10, level: float = 0.1
+) -> str:
+    """Two lines saying what each run's loss did, computed from the runs.
+
+    Each line: the mean loss of the first and of the last ``window`` steps,
+    by how much it fell, and the step at which the trailing mean first fell
+    below ``level`` (or that it never did). Nothing here is a fixed adjective:
+    a run whose loss halves is said to halve, one that stays put is said to.
+    """
+    lines = []
+    for run in (unscaled, scaled):
+        first, last = float(run.loss[:window].mean()), float(run.loss[-window:].mean())
+        change = last / first
+        if change > 0.9:
+            trend = f"stays near {first:.2g}"
+        elif change > 0.1:
+            trend = f"falls from {first:.2g} to {last:.2g} ({1 - change:.0%} lower)"
+        else:
+            trend = f"falls from {first:.2g} to {last:.2g} ({1 / change:.0f}× lower)"
+        reached = run.steps_to_loss(level, window)
+        when = (
+            f"below {level:g} by step {reached}"
+            if reached is not None
+            else f"never below {level:g} in {run.loss.size} steps"
+        )
+        lines.append(f"{_run_label(run)}: the loss {trend}; {when}")
+    return "\n".join(lines)
 
 
 def training_figure(unscaled: RetrievalRun, scaled: RetrievalRun, window: int = 10) -> Figure:
     """Loss (log axis) and mean attention entropy per step for two training runs, side by side.
 
     The raw per-step loss is drawn faintly under its trailing mean over
-    ``window`` steps. The figure is made under ``plt.ioff()``: display it
-    (``display(fig)``) where it should appear. Raises ValueError if the runs
-    differ in length or number of keys.
+    ``window`` steps; the headline is `describe_training` (computed from the
+    runs). The figure (840 px wide: it fits a laptop's notebook cell) is not
+    known to pyplot: display it (``display(fig)``) where it should appear.
+    Raises ValueError if the runs differ in length or number of keys.
     """
     if unscaled.loss.shape != scaled.loss.shape or unscaled.keys != scaled.keys:
         raise ValueError(
@@ -214,13 +296,12 @@ def training_figure(unscaled: RetrievalRun, scaled: RetrievalRun, window: int = 
             f"{unscaled.loss.size} steps over {unscaled.keys} keys and "
             f"{scaled.loss.size} steps over {scaled.keys} keys"
         )
-    with plt.ioff():
-        fig, (ax_loss, ax_ent) = plt.subplots(1, 2, figsize=(9, 3.8), layout="constrained")
+    fig = Figure(figsize=(8.4, 3.9), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_loss, ax_ent = fig.subplots(1, 2)
     steps = np.arange(1, unscaled.loss.size + 1)  # (steps,)
     for run, color in ((unscaled, "tab:red"), (scaled, "tab:blue")):
-        label = "no scaling" if run.scale == 1 else f"scaled by {run.scale:.4g}"
-        if run.scale == 1 / np.sqrt(run.width):
-            label = f"scaled by 1/√{run.width}"
+        label = _run_label(run)
         ax_loss.plot(steps, run.loss, color=color, lw=0.8, alpha=0.3)
         smooth = run.smoothed_loss(window)  # (steps - window + 1,)
         ax_loss.plot(steps[window - 1 :], smooth, color=color, lw=2, label=label)
@@ -239,10 +320,5 @@ def training_figure(unscaled: RetrievalRun, scaled: RetrievalRun, window: int = 
     ax_ent.set_ylabel("mean attention entropy (nats)")
     ax_ent.set_title(f"how spread the weights are over {scaled.keys} keys", fontsize=10)
     ax_ent.legend(fontsize=8)
-    fig.suptitle(
-        f"One head of width {scaled.width} learning a lookup. Unscaled it starts saturated "
-        "(entropy ≈ 0) and learns slowly;\nscaled it starts spread out, learns within "
-        "a few dozen steps, and only then sharpens",
-        fontsize=10,
-    )
+    fig.suptitle(describe_training(unscaled, scaled, window), fontsize=10)
     return fig

@@ -5,11 +5,16 @@ panels redraw: the histogram of the scaled logits, one query's weights over
 six keys, and the mean top weight and mean entropy against d with the
 current point marked. The raw logits for every width are drawn once
 (`attention_lib.lessons.scaling_stats.sweep_widths`); an update only rescales them.
+
+The headline is computed from the mean-top-weight curve drawn (`headline`), so
+it is true at every setting: a custom c = 0.001 is flat near uniform, c = 100
+flat near one-hot, c = 1 rises like no scaling at all.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from matplotlib.ticker import MaxNLocator
@@ -19,15 +24,50 @@ from ..normalisers import softmax
 from .base import Explorer, key_weight_bars
 from .controls import WidthAndScale
 
-__all__ = ["ScalingExplorer"]
+__all__ = ["ScalingExplorer", "headline", "rule_name"]
 
 
-_HEADLINES = {
-    "none": "No scaling: the logits spread like √d, so wider heads hand one key nearly everything",
-    "1/sqrt(d)": "Scaled by 1/√d: the spread stays near 1 and the weights look alike at all widths",
-    "1/d": "Scaled by 1/d: over-divided, the logits shrink and the weights flatten toward 1/6",
-    "custom": "A fixed multiplier c: it moves the curves but cannot stop them changing with d",
-}
+_RULE_NAMES = {"none": "No scaling", "1/sqrt(d)": "Scaled by 1/√d", "1/d": "Scaled by 1/d"}
+
+#: A curve whose mean top weight moves less than this across the widths "holds" at every width.
+FLAT_RANGE = 0.1
+#: Within this of 1/keys the weights are "near uniform"; at or above NEAR_ONE_HOT, "nearly one-hot".
+NEAR_UNIFORM = 0.02
+NEAR_ONE_HOT = 0.95
+
+
+def rule_name(rule: str, multiplier: float) -> str:
+    """How a headline names the scale rule: "Scaled by 1/√d", "A fixed c = 0.001"..."""
+    return _RULE_NAMES.get(rule) or f"A fixed c = {multiplier:.3g}"
+
+
+def headline(
+    rule: str, multiplier: float, widths: Sequence[int], tops: Sequence[float], keys: int
+) -> str:
+    """The explorer's headline: what the mean top weight does across ``widths``, from ``tops``.
+
+    ``tops`` is the curve drawn (one mean top weight per width). Flat curves
+    (range at most `FLAT_RANGE`) are reported by their range, moving ones by
+    their ends; "near uniform" and "nearly one-hot" are added only where the
+    numbers are within `NEAR_UNIFORM` of 1/keys or at least `NEAR_ONE_HOT`.
+    """
+    lo, hi, first, last = min(tops), max(tops), tops[0], tops[-1]
+    uniform = 1 / keys
+    if hi - lo <= FLAT_RANGE:
+        span = f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}"
+        what = f"mean top weight {span} at every width"
+        if hi <= uniform + NEAR_UNIFORM:
+            what += f", near uniform (1/{keys})"
+        elif lo >= NEAR_ONE_HOT:
+            what += ": nearly one-hot"
+    else:
+        what = f"mean top weight {first:.2f} at d = {widths[0]} → {last:.2f} at d = {widths[-1]}"
+        if last <= uniform + NEAR_UNIFORM:
+            what += f", near uniform (1/{keys})"
+        elif last >= NEAR_ONE_HOT:
+            what += ": nearly one-hot"
+    return f"{rule_name(rule, multiplier)}: {what}"
+
 
 _BINS = 40
 _TAIL = 0.995  # the histogram's range covers this share of the logits, symmetrically
@@ -53,7 +93,10 @@ class ScalingExplorer(WidthAndScale, Explorer):
     the logits are multiplied by it at every width).
 
     ``trials`` random queries, each against ``keys`` random keys, are drawn per
-    width from ``seed``; ``example`` picks the query whose weights are drawn.
+    width from ``seed``. The weights panel shows one query at every width:
+    query ``example`` of the widest head, its logits rescaled to the spread of
+    each width (``z·√d``, z its logits over √1024, so the pattern across keys is
+    the same at every d and only its spread changes; `example_logits`).
 
     Artists the tests read: ``hist`` (the logit histogram, a StepPatch), ``key_bars``
     (one query's weights), ``top_line``/``top_marker`` and
@@ -66,17 +109,19 @@ class ScalingExplorer(WidthAndScale, Explorer):
     ) -> None:
         self.sweep = sweep_widths(POWER_OF_TWO_WIDTHS, trials=trials, keys=keys, seed=seed)
         self.keys = keys
-        self.example = example  # which trial's query the weights panel shows
+        self.example = example  # which query of the widest head the weights panel shows
+        widest = self.sweep.widths[-1]
+        self._example_pattern = self.sweep.logits[widest][example] / math.sqrt(widest)  # (keys,)
         widths = np.array(self.sweep.widths)
 
-        fig = self._make_figure(figsize=(8, 6.0))
+        fig = self._make_figure(figsize=(8.4, 5.0))
         # a fixed layout: recomputing a constrained layout on every redraw would double its cost
         grid = {
             "left": 0.08,
             "right": 0.98,
             "top": 0.9,
-            "bottom": 0.15,
-            "hspace": 0.5,
+            "bottom": 0.17,
+            "hspace": 0.55,
             "wspace": 0.25,
         }
         ax_hist, ax_keys, ax_top, ax_ent = fig.subplots(2, 2, gridspec_kw=grid).ravel()
@@ -140,7 +185,7 @@ class ScalingExplorer(WidthAndScale, Explorer):
         fig.legend(
             [*handles, band], [*labels, band.get_label()], loc="lower center", ncols=3, fontsize=8
         )
-        self.headline = fig.suptitle("", fontsize=11)
+        self.title = fig.suptitle("", fontsize=11)
 
         self._make_width_and_scale(self.sweep.widths, width)
         self._watch(self.width, self.rule, self.multiplier)
@@ -157,7 +202,7 @@ class ScalingExplorer(WidthAndScale, Explorer):
             self.entropy_line,
             self.entropy_marker,
             *uniform_lines,  # drawn over the curves, which reach them under 1/d
-            self.headline,
+            self.title,
         ]
         self.update()
 
@@ -169,6 +214,19 @@ class ScalingExplorer(WidthAndScale, Explorer):
     def curve(self) -> list[WeightStats]:
         """Mean top weight and entropy at every width under the current rule."""
         return self.sweep.stats(self.rule.value, self.multiplier.value)
+
+    def example_logits(self) -> np.ndarray:
+        """The example query's raw logits at the current width, (keys,): ``z·√d``."""
+        return self._example_pattern * math.sqrt(self.width.value)  # (keys,)
+
+    def example_weights(self) -> np.ndarray:
+        """The example query's weights at the current width and scale, (keys,)."""
+        return softmax(self.example_logits() * self.scale)  # (keys,)
+
+    def headline(self) -> str:
+        """The headline for the current rule, computed from the curve drawn."""
+        tops = [s.top for s in self.curve()]
+        return headline(self.rule.value, self.multiplier.value, self.sweep.widths, tops, self.keys)
 
     def current_stats(self) -> WeightStats:
         """Mean top weight and entropy at the current width and rule."""
@@ -195,12 +253,10 @@ class ScalingExplorer(WidthAndScale, Explorer):
         ax_hist.set_xlim(edges[0], edges[-1])
         ax_hist.set_title(f"logits at d = {d}: std {logits.std():#.3g}", fontsize=10)
 
-        weights = softmax(logits[self.example], axis=-1)  # (keys,) one query's weights
+        weights = self.example_weights()  # (keys,) the same query at every width
         for bar, w in zip(self.key_bars, weights, strict=True):
             bar.set_height(w)
-        ax_keys.set_title(
-            f"one query's weights over {self.keys} keys: top {weights.max():.2f}", fontsize=10
-        )
+        ax_keys.set_title(f"one query, the same at every d: top {weights.max():.2f}", fontsize=10)
 
         curve = self.curve()
         i = self.sweep.widths.index(d)
@@ -208,4 +264,4 @@ class ScalingExplorer(WidthAndScale, Explorer):
         self.top_marker.set_data([d], [curve[i].top])
         self.entropy_line.set_ydata([s.entropy for s in curve])
         self.entropy_marker.set_data([d], [curve[i].entropy])
-        self.headline.set_text(_HEADLINES[self.rule.value])
+        self.title.set_text(self.headline())

@@ -24,6 +24,7 @@ from ..lessons.cost import tiled_memory
 from ..lessons.online import online_softmax_steps
 from ..normalisers import softmax
 from .base import Explorer
+from .controls import fit_label, fit_slider
 
 __all__ = ["OnlineSoftmaxExplorer", "TilingExplorer"]
 
@@ -59,8 +60,8 @@ class OnlineSoftmaxExplorer(Explorer):
         self.softmax = softmax(x)  # (n,) the ordinary softmax, the target
         steps = np.arange(1, n + 1)  # (n,) step t reads score t (1-based for the reader)
 
-        fig = self._make_figure(figsize=(8, 5.8))
-        grid = {"left": 0.08, "right": 0.98, "top": 0.86, "bottom": 0.09, "hspace": 0.55}
+        fig = self._make_figure(figsize=(8.4, 5.4))
+        grid = {"left": 0.08, "right": 0.98, "top": 0.85, "bottom": 0.1, "hspace": 0.6}
         ax_scores, ax_rescale, ax_sum, ax_w = fig.subplots(
             2, 2, gridspec_kw={**grid, "wspace": 0.25}
         ).ravel()
@@ -109,8 +110,11 @@ class OnlineSoftmaxExplorer(Explorer):
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
         self.readout = fig.text(0.5, 0.985, "", ha="center", va="top", fontsize=10)
-        self.step = widgets.IntSlider(
-            value=1, min=1, max=n, description="scores read", continuous_update=True
+        self.step = fit_slider(
+            widgets.IntSlider(
+                value=1, min=1, max=n, description="scores read", continuous_update=True
+            ),
+            track_px=320,
         )
         self._watch(self.step)
         self.live = [
@@ -150,9 +154,12 @@ class OnlineSoftmaxExplorer(Explorer):
             event = f"NEW MAX: old sum rescaled by exp(m_prev − m) = {r:.3f}"
         else:
             event = "max unchanged: rescale factor 1"
+        diff = self.max_difference()
+        # rounding noise is said as a bound: its digits differ from one CPU to the next
+        gap = "< 1e-12" if diff < 1e-12 else f"= {diff:.1e}"
         return (
             f"step {t} of {len(self.trace)}: x = {self.trace.scores[i]:+.3f}, m = {m:.3f}, "
-            f"l = {total:.4f}; {event}; max |online − softmax| = {self.max_difference():.1e}"
+            f"l = {total:.4f}; {event}; max |online − softmax| {gap}"
         )
 
     def _state(self, i: int) -> tuple[float, float, float]:
@@ -237,7 +244,7 @@ class TilingExplorer(Explorer):
         self._tiled: dict[tuple[int, int, bool], np.ndarray] = {}
         self._syncing = False
 
-        fig = self._make_figure(figsize=(8, 5.1))
+        fig = self._make_figure(figsize=(8.4, 4.8))
         ax_grid = fig.add_axes((0.07, 0.09, 0.5, 0.7))
         ax_rows = fig.add_axes((0.585, 0.09, 0.03, 0.7), sharey=ax_grid)
         ax_mem = fig.add_axes((0.72, 0.45, 0.26, 0.28))
@@ -303,10 +310,22 @@ class TilingExplorer(Explorer):
 
         self.readout = fig.text(0.5, 0.985, "", ha="center", va="top", fontsize=9.5)
 
-        self.block_q = widgets.IntSlider(value=block_q, min=1, max=length_q, description="block_q")
-        self.block_k = widgets.IntSlider(value=block_k, min=1, max=length_k, description="block_k")
-        self.causal = widgets.Checkbox(value=False, description="causal")
-        self.step = widgets.IntSlider(value=0, min=0, max=1, description="tiles done")
+        self.block_q = fit_slider(
+            widgets.IntSlider(value=block_q, min=1, max=length_q, description="block_q"),
+            track_px=160,
+        )
+        self.block_k = fit_slider(
+            widgets.IntSlider(value=block_k, min=1, max=length_k, description="block_k"),
+            track_px=160,
+        )
+        self.causal = fit_label(
+            widgets.Checkbox(
+                value=False, description="causal", indent=False, layout={"width": "auto"}
+            )
+        )
+        self.step = fit_slider(
+            widgets.IntSlider(value=0, min=0, max=1, description="tiles done"), track_px=300
+        )
         self._watch(self.block_q, self.block_k, self.causal, self.step)
         self.live = [
             self.cells,

@@ -15,7 +15,8 @@ Kernelised (linear) attention (what replaces ``exp(q · k)``):
   Reassociated, ``phi(Q) (phi(K)^T V)``, the cost is linear in the length.
 - `kernel_weights`: the same weights written out the slow, quadratic way.
 
-Measurements for notebook 06: `time_softmax_vs_linear` and
+Measurements for notebook 06: `time_softmax_vs_linear` (with `timing_slopes`,
+`timing_warnings` and `describe_slopes`) and
 `random_feature_error`. The attention-sink demonstration (`sink_experiment`)
 trains a one-head toy model with `softmax` and `softmax1`.
 """
@@ -33,21 +34,27 @@ import numpy as np
 
 from ..backend import describe, device_of, namespace, require_floating
 from ..core import scaled_dot_product_attention
+from ..fits import log_log_slope
 from ..inputs import prepare
 from ..normalisers import softmax, softmax1
 
 __all__ = [
+    "MIN_SAMPLE_S",
+    "NOISY_SPREAD",
     "AdditiveParams",
     "FeatureErrorRow",
     "SinkRun",
     "TimingRow",
+    "TimingSlopes",
     "additive_attention",
     "additive_hidden",
     "additive_logits",
     "additive_params",
     "cosine_attention",
     "cosine_logits",
+    "describe_slopes",
     "elu_feature_map",
+    "growth_words",
     "kernel_weights",
     "linear_attention",
     "performer_attention",
@@ -56,6 +63,8 @@ __all__ = [
     "random_projection",
     "sink_experiment",
     "time_softmax_vs_linear",
+    "timing_slopes",
+    "timing_warnings",
 ]
 
 Normaliser = Callable[..., Any]
@@ -412,48 +421,156 @@ def performer_attention(
 
 @dataclass(frozen=True)
 class TimingRow:
-    """Median seconds per call at one length T."""
+    """Seconds per call at one length T: the median of the repeats, and their spread.
+
+    ``*_spread`` is the interquartile range of the repeats over their median
+    (0 when every repeat took the same time): how far one reading can be trusted.
+    """
 
     length: int
     softmax_s: float
     linear_s: float
+    softmax_spread: float = 0.0
+    linear_spread: float = 0.0
 
 
-def _median_seconds(fn: Callable[[], Any], repeats: int) -> float:
-    fn()  # warm-up: first calls pay for allocation and library loading
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+#: Above this interquartile range / median, `timing_warnings` reports a size as noisy.
+NOISY_SPREAD = 0.25
+#: A timed sample repeats a call until it lasts at least this long (as ``timeit`` does).
+MIN_SAMPLE_S = 0.02
+
+
+def _quartile_spread(times: Sequence[float]) -> float:
+    """(75th - 25th percentile) / median of ``times``."""
+    q1, median, q3 = np.percentile(times, [25, 50, 75])
+    return float((q3 - q1) / median) if median > 0 else 0.0
 
 
 def time_softmax_vs_linear(
-    lengths: Sequence[int] = (256, 512, 1024, 2048, 4096),
+    lengths: Sequence[int] = (512, 1024, 2048, 4096),
     width: int = 64,
-    repeats: int = 3,
+    repeats: int = 7,
     seed: int = 0,
     dtype: Any = np.float32,
+    warmup: int = 2,
 ) -> list[TimingRow]:
-    """Median wall time of softmax attention (reference path) and elu+1 linear
-    attention on one head of length T = L = S, width E = Ev = ``width``, numpy.
+    """Wall time of softmax attention (reference path) and elu+1 linear attention
+    on one head of length T = L = S, width E = Ev = ``width``, numpy.
 
-    perf_counter, one warm-up call, the median of ``repeats``. Machine-dependent:
-    never assert on it.
+    Measured to hold up on a busy machine: ``warmup`` untimed calls per path
+    and size first (allocation, library loading, caches), then ``repeats``
+    rounds that each time every size and path once, in turn (a burst of
+    load then touches every size instead of skewing one), with
+    ``time.perf_counter``; a sample of a fast call repeats it until the
+    sample lasts `MIN_SAMPLE_S` and reports the time per call. Each row holds
+    the median of its repeats and their spread (`TimingRow`);
+    `timing_warnings` says which are too noisy to fit.
+    The sizes start where the quadratic term dominates softmax's fixed costs,
+    so `timing_slopes` fits where the asymptote holds. Machine-dependent:
+    never assert on the times. Raises ValueError for no lengths, a length or
+    width below 1, or fewer than 1 repeat.
     """
+    if not lengths or min(lengths) < 1 or width < 1 or repeats < 1 or warmup < 0:
+        raise ValueError(
+            f"need lengths >= 1, width >= 1, repeats >= 1 and warmup >= 0; got lengths "
+            f"{tuple(lengths)}, width {width}, repeats {repeats}, warmup {warmup}"
+        )
     rng = np.random.default_rng(seed)
-    rows = []
+    calls = {}
     for t in lengths:
         qkv = tuple(rng.standard_normal((t, width)).astype(dtype) for _ in range(3))  # (T, E)
-        rows.append(
-            TimingRow(
-                length=t,
-                softmax_s=_median_seconds(partial(scaled_dot_product_attention, *qkv), repeats),
-                linear_s=_median_seconds(partial(linear_attention, *qkv), repeats),
-            )
+        calls[t] = {
+            "softmax": partial(scaled_dot_product_attention, *qkv),
+            "linear": partial(linear_attention, *qkv),
+        }
+    # calls per timed sample: enough that one sample lasts MIN_SAMPLE_S, so a fast path's
+    # reading is not mostly timer and scheduler noise
+    number: dict[tuple[int, str], int] = {}
+    for t, paths in calls.items():
+        for path, fn in paths.items():
+            took = 0.0
+            for _ in range(max(warmup, 1)):
+                start = time.perf_counter()
+                fn()
+                took = time.perf_counter() - start
+            number[t, path] = max(1, math.ceil(MIN_SAMPLE_S / max(took, 1e-9)))
+    times: dict[tuple[int, str], list[float]] = {key: [] for key in number}
+    for _ in range(repeats):
+        for t, paths in calls.items():
+            for path, fn in paths.items():
+                n = number[t, path]
+                start = time.perf_counter()
+                for _ in range(n):
+                    fn()
+                times[t, path].append((time.perf_counter() - start) / n)
+    return [
+        TimingRow(
+            length=t,
+            softmax_s=float(np.median(times[t, "softmax"])),
+            linear_s=float(np.median(times[t, "linear"])),
+            softmax_spread=_quartile_spread(times[t, "softmax"]),
+            linear_spread=_quartile_spread(times[t, "linear"]),
         )
-    return rows
+        for t in lengths
+    ]
+
+
+@dataclass(frozen=True)
+class TimingSlopes:
+    """Growth exponents k of time ~ T**k, fitted on the largest ``points`` lengths."""
+
+    softmax: float
+    linear: float
+    from_length: int
+    points: int
+
+
+def timing_slopes(rows: Sequence[TimingRow], points: int = 3) -> TimingSlopes:
+    """Log-log slopes of the median times over the ``points`` largest lengths.
+
+    Raises ValueError (from `attention_lib.fits.log_log_slope`) with fewer than two rows.
+    """
+    lengths = [r.length for r in rows]
+    kept = sorted(lengths)[-points:]
+    return TimingSlopes(
+        softmax=log_log_slope(lengths, [r.softmax_s for r in rows], points),
+        linear=log_log_slope(lengths, [r.linear_s for r in rows], points),
+        from_length=kept[0],
+        points=len(kept),
+    )
+
+
+def timing_warnings(rows: Sequence[TimingRow], limit: float = NOISY_SPREAD) -> list[str]:
+    """One line per size whose repeats spread more than ``limit`` (IQR / median), else []."""
+    warnings = []
+    for r in rows:
+        for path, spread in (("softmax", r.softmax_spread), ("linear", r.linear_spread)):
+            if spread > limit:
+                warnings.append(
+                    f"warning: {path} at T = {r.length} varied by {spread:.0%} of its median "
+                    f"between repeats (more than {limit:.0%}): the machine was busy; run the "
+                    "cell again for a steadier fit"
+                )
+    return warnings
+
+
+def growth_words(slope: float, tolerance: float = 0.3) -> str:
+    """How a fitted exponent reads: "about linearly" within ``tolerance`` of 1,
+    "about quadratically" within it of 2, else the exponent itself."""
+    if abs(slope - 1) <= tolerance:
+        return "about linearly"
+    if abs(slope - 2) <= tolerance:
+        return "about quadratically"
+    return f"like T^{slope:.1f}"
+
+
+def describe_slopes(slopes: TimingSlopes) -> str:
+    """A title computed from the fitted slopes: what each path's time did, in words and numbers."""
+    return (
+        f"Fitted on T ≥ {slopes.from_length}: softmax grows {growth_words(slopes.softmax)} "
+        f"(slope {slopes.softmax:.2f}), linear attention {growth_words(slopes.linear)} "
+        f"(slope {slopes.linear:.2f})"
+    )
 
 
 @dataclass(frozen=True)

@@ -871,3 +871,195 @@ def _index_of(controls: list[dict], control: dict) -> int:
 
 def _strip_ansi(text: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+# -- layout, still pictures, saved notebooks (explorers/canvas.py) -------------------------
+
+
+def execute_notebook(path: Path, timeout: float = 900) -> Path:
+    """Execute the notebook at ``path`` in place, as ``make notebooks`` does.
+
+    nbclient, in the notebook's folder, widget state stored in its metadata,
+    with this checkout's library: the outputs a learner's first open shows
+    once the notebooks are re-executed. Use it on a scratch copy.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(path, as_version=4)
+    NotebookClient(
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    ).execute()
+    nbformat.write(notebook, path)
+    return path
+
+
+def open_notebook(
+    browser: Any,
+    server: LabServer,
+    path: str,
+    workspace: str,
+    viewport: tuple[int, int] = (1280, 800),
+) -> NotebookPage:
+    """`NotebookPage.open` at a learner's screen size (1280 x 800 unless told)."""
+    context = browser.new_context(
+        viewport={"width": viewport[0], "height": viewport[1]}, device_scale_factor=1
+    )
+    page = context.new_page()
+    self = NotebookPage(page, server, path)
+    page.on("request", self._watch_request)
+    page.add_init_script(_INIT_JS)
+    page.goto(f"{server.url}/lab/workspaces/{workspace}/tree/{path}?token={server.token}")
+    page.wait_for_function(_JS_READY, arg=path, timeout=120_000, polling=250)
+    return self
+
+
+def save_notebook(page: NotebookPage, timeout_ms: float = 30_000) -> None:
+    """File ▸ Save, and wait until the document is no longer dirty."""
+    page.page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+    page.page.wait_for_function(
+        f"() => !{_JS_PANEL}.context.model.dirty", timeout=timeout_ms, polling=250
+    )
+
+
+# Every output that holds a widget view, as the page shows it: text, pictures, errors.
+_JS_WIDGET_OUTPUTS = """() => {
+  const w = window.jupyterapp.shell.currentWidget;
+  const mime = 'application/vnd.jupyter.widget-view+json';
+  const shown = (n) => n.offsetParent !== null && n.getBoundingClientRect().width > 0;
+  const out = [];
+  w.content.widgets.forEach((c, index) => {
+    if (c.model.type !== 'code') return;
+    c.model.outputs.toJSON().forEach((o, k) => {
+      if (!(o.data && o.data[mime])) return;
+      const node = c.node.querySelectorAll('.jp-OutputArea-output')[k];
+      if (!node) { out.push({cell: index, missing: true}); return; }
+      const canvases = Array.from(
+        node.querySelectorAll('.jupyter-matplotlib-canvas-div canvas:first-child')).filter(shown);
+      out.push({
+        cell: index,
+        trusted: !!c.model.trusted,
+        text: node.innerText,
+        images: Array.from(node.querySelectorAll('img')).filter(shown).map((i) => ({
+          width: i.getBoundingClientRect().width, natural: i.naturalWidth, complete: i.complete})),
+        canvases: canvases.map((cv) => {
+          let inked = 0;
+          if (cv.width && cv.height) {
+            const d = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
+            for (let i = 0; i < d.length; i += 4 * 13) if (d[i + 3] > 0 && d[i] < 200) inked++;
+          }
+          return {width: cv.width, height: cv.height, inked};
+        }),
+        explorer: !!node.querySelector('.al-explorer'),
+        still: !!node.querySelector('.al-still'),
+      });
+    });
+  });
+  return out;
+}"""
+
+
+def widget_outputs(page: NotebookPage) -> list[dict]:
+    """Every widget output of the notebook as shown: its text, visible images and canvases.
+
+    Each canvas reports its size and ``inked``, a count of sampled pixels
+    that are drawn and dark (0 for a blank or transparent canvas).
+    ``explorer``: the output holds an explorer's box (the live widget, or one
+    rebuilt from saved state); ``still``: it holds an explorer's still picture.
+    """
+    return page.page.evaluate(_JS_WIDGET_OUTPUTS)
+
+
+# The layout of every explorer box and every other picture in the notebook's outputs.
+_JS_LAYOUT = """() => {
+  const shown = (n) => n.offsetParent !== null && n.getBoundingClientRect().width > 0
+    && getComputedStyle(n).visibility !== 'hidden';
+  const cut = (n) => n.scrollWidth > n.clientWidth + 1;
+  const label = (n) => n.textContent.replace(/\\u200b/g, '').trim();
+  const boxes = Array.from(document.querySelectorAll('.jp-Notebook .al-explorer')).filter(shown);
+  const explorers = boxes.map((box, b) => {
+    const area = box.closest('.jp-OutputArea-output').getBoundingClientRect();
+    const rect = box.getBoundingClientRect();
+    const canvasDiv = box.querySelector('.jupyter-matplotlib-canvas-div');
+    const figure = canvasDiv ? canvasDiv.getBoundingClientRect() : null;
+    const texts = Array.from(box.querySelectorAll(
+      '.al-controls .widget-label, .al-controls .widget-label-basic, .al-controls button, ' +
+      '.al-controls .widget-readout, .al-controls select'))
+      .filter(shown).filter((n) => label(n) !== '');
+    const sliders = Array.from(box.querySelectorAll('.al-controls .slider-container')).filter(shown)
+      .map((s) => ({label: label(s.closest('.widget-slider').querySelector('.widget-label')),
+                    width: s.getBoundingClientRect().width}));
+    const toggles = Array.from(box.querySelectorAll('.al-controls .widget-toggle-buttons'))
+      .filter(shown).map((t) => {
+        const tops = Array.from(t.querySelectorAll('button'))
+          .map((x) => Math.round(x.getBoundingClientRect().top));
+        return {label: label(t.querySelector('.widget-label')), rows: new Set(tops).size};
+      });
+    const header = box.querySelector('.jupyter-matplotlib-header');
+    const toolbar = box.querySelector('.jupyter-matplotlib-toolbar');
+    const top = box.querySelector('.jupyter-matplotlib-canvas-div canvas:nth-child(2)');
+    let handle = 0;
+    if (top && top.width > 20 && top.height > 20) {
+      const d = top.getContext('2d').getImageData(top.width - 20, top.height - 20, 20, 20).data;
+      for (let i = 3; i < d.length; i += 4) if (d[i] > 0) handle++;
+    }
+    return {
+      box: b, height: rect.height, width: rect.width, cell: area.width,
+      figureWidth: figure ? figure.width : null,
+      figureRight: figure ? figure.right - area.right : null,
+      cutTexts: texts.filter(cut).map((n) => label(n)),
+      sliders, toggles,
+      header: !!header && shown(header), toolbar: !!toolbar && shown(toolbar), handle,
+    };
+  });
+  const overflowing = Array.from(document.querySelectorAll('.jp-Notebook .jp-OutputArea-output'))
+    .filter(shown).filter((o) => o.scrollWidth > o.clientWidth + 1)
+    .map((o) => ({width: o.clientWidth, content: o.scrollWidth, text: o.innerText.slice(0, 80)}));
+  const pictures = Array.from(document.querySelectorAll(
+    '.jp-Notebook .jp-OutputArea-output img, .jp-Notebook .jp-OutputArea-output canvas'))
+    .filter(shown).map((n) => {
+      const area = n.closest('.jp-OutputArea-output').getBoundingClientRect();
+      const r = n.getBoundingClientRect();
+      return {tag: n.tagName, width: r.width, right: r.right - area.right};
+    });
+  const panel = document.querySelector('.jp-NotebookPanel-notebook').getBoundingClientRect();
+  return {explorers, overflowing, pictures, notebookHeight: panel.height};
+}"""
+
+
+def layout(page: NotebookPage) -> dict:
+    """How the notebook's explorers and pictures sit in the page at its current size.
+
+    ``explorers``: per explorer box, its height and width, its output area's
+    width (``cell``), its figure's width and how far its right edge passes the
+    area's (``figureRight`` > 0: clipped), the control texts that are cut
+    (``scrollWidth > clientWidth``), every slider's track width, how many rows
+    each row of toggle buttons takes, whether ipympl's header or toolbar shows,
+    and ``handle``, drawn pixels where ipympl's resize handle would be.
+    ``overflowing``: output areas whose content is wider than they are.
+    ``pictures``: every visible image and canvas in the outputs, with its
+    right edge against its area's. ``notebookHeight``: the notebook's height.
+    """
+    return page.page.evaluate(_JS_LAYOUT)
+
+
+def restart_and_run_all(page: NotebookPage, timeout_s: float = 300) -> float:
+    """Restart the notebook's kernel, wait until it is idle, then `NotebookPage.run_all`. Seconds.
+
+    The restart is awaited first: JupyterLab's "restart and run all" command
+    queues the cells only once the new kernel is up, and until then the page
+    looks finished (idle, every cell with an execution count).
+    """
+    start = time.monotonic()
+    page.page.evaluate(f"async () => {{ await {_JS_PANEL}.sessionContext.restartKernel(); }}")
+    page.page.wait_for_function(
+        f"() => {{ const k = {_JS_PANEL}.sessionContext.session.kernel;"
+        " return !!k && k.status === 'idle'; }",
+        timeout=timeout_s * 1000,
+        polling=250,
+    )
+    page.run_all(timeout_s)
+    return time.monotonic() - start

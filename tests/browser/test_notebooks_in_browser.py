@@ -180,7 +180,8 @@ def check_scaling(values: Values, inputs: dict, fig: Figure) -> None:
     assert f"d = {d}:" in hist["title"], hist["title"]
     std = (logits * scale).std()
     assert abs(_number(r"std ([\d.e+-]+)", hist["title"]) / std - 1) <= 5e-3, (hist["title"], std)
-    weights = softmax(logits[int(inputs["example"])] * scale)  # (keys,)
+    # one query at every width: the widest head's example, its logits spread as at width d
+    weights = softmax(np.array(inputs["example_logits"]) * scale)  # (keys,)
     _close(weights_ax["heights"][:keys], weights, EXACT, "one query's weights")
     assert abs(_number(r"top ([\d.]+)", weights_ax["title"]) - weights.max()) <= 0.005 + 1e-9
     stats = weight_stats(logits, scale)
@@ -300,7 +301,8 @@ CHECKS: dict[str, Check] = {
     "SlotsExplorer": Check('{"trials": e._q_rooms.shape[0], "keys": e.keys}', check_slots),
     "NudgeExplorer": Check('{"rooms": e.rooms, "names": e.names}', check_nudge),
     "ScalingExplorer": Check(
-        '{"logits": e.sweep.logits[e.width.value], "example": e.example, "keys": e.keys}',
+        '{"logits": e.sweep.logits[e.width.value], "example_logits": e.example_logits(), '
+        '"keys": e.keys}',
         check_scaling,
     ),
     "GradientExplorer": Check(

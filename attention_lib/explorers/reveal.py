@@ -1,0 +1,323 @@
+"""Ask before telling: a solution that waits for an attempt, and a guess before the answer.
+
+- `SolutionGate`: an exercise's solution, hidden until the learner's own
+  attempt passes its checker (`SolutionGate.attempt`) or they press "Show the
+  solution". Run All (and nbval) runs the starter code, which does not pass,
+  so nothing is revealed. `feedback` turns a checker's report into a printout
+  that reads as a question when the attempt is not there yet.
+- `Prediction` (and `predict_number`, `predict_choice`): the learner commits a
+  guess with a slider or a choice and presses "Lock in my guess"; only then is
+  the answer computed, compared with the guess and shown, with an optional
+  widget (an explorer's box) that stays hidden until then.
+
+Both are widgets whose display bundle also holds a one-line still version
+(`attention_lib.explorers.base.StillBox`), so a notebook opened without its
+kernel shows what the box is for instead of the widget's text.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import ipywidgets as widgets
+
+from ..lessons.exercises import AttentionCheck, ScaleRuleCheck
+from .base import StillBox
+from .controls import fit_label, fit_slider
+
+__all__ = [
+    "Prediction",
+    "SolutionGate",
+    "feedback",
+    "predict_choice",
+    "predict_number",
+]
+
+_HIDDEN = {"display": "none"}
+
+
+def _show(widget: widgets.Widget, shown: bool = True) -> None:
+    widget.layout.display = None if shown else "none"
+
+
+class _NoteBox(StillBox):
+    """A box whose still version is one line of text."""
+
+    def __init__(self, children: list[widgets.Widget], note: str, **kwargs: Any) -> None:
+        super().__init__(children, **kwargs)
+        self.note = note
+
+    def still_bundle(self) -> dict[str, Any]:
+        return {"text/html": f"<p><em>{html.escape(self.note)}</em></p>", "text/plain": self.note}
+
+
+# -- exercises -----------------------------------------------------------------------------
+
+
+def feedback(report: Any) -> str:
+    """A checker's report as the learner reads it: a question while the attempt is not there.
+
+    - `ScaleRuleCheck`: the table and what the rule did, then, if that is not
+      what was expected, a question instead of "expected them to ... instead".
+    - `AttentionCheck`: when every case raised NotImplementedError (the
+      untouched starter), one line saying what to write; otherwise the report,
+      and an invitation to try again if a case failed.
+    - anything else: ``str(report)``.
+    """
+    if isinstance(report, ScaleRuleCheck):
+        lines = str(report).splitlines()
+        if report.expected is None or report.passed:
+            return "\n".join(lines)
+        goal = {
+            "flatten": f"fall toward uniform, 1/{report.keys}, as d grows",
+            "sharpen": "climb toward one as d grows",
+            "hold": "hold steady across the widths",
+        }[report.expected]
+        return "\n".join(
+            [
+                *lines[:-1],
+                f"Not yet: you are after weights that {goal}. "
+                "Which rule does that? Change it and run the cell again.",
+            ]
+        )
+    if isinstance(report, AttentionCheck):
+        if report.cases and all(
+            c.cause == "raised" and "NotImplementedError" in c.hint for c in report.cases
+        ):
+            return (
+                f"Your function is not written yet: it raises NotImplementedError. Write it, "
+                f"run the cell again, and the checker compares it with the library on "
+                f"{len(report.cases)} cases."
+            )
+        text = str(report)
+        return text if report.passed else text + "\nNot yet: fix what it points at and run again."
+    return str(report)
+
+
+class SolutionGate:
+    """An exercise's solution, kept hidden until the attempt passes or the learner asks.
+
+    ``check(attempt)`` runs the exercise's checker on the learner's code and
+    returns a report with a ``passed`` attribute (e.g.
+    ``lambda fn: check_scale_rule(fn, expect="flatten", verbose=False)``).
+    ``solution_code`` is shown as code when revealed; ``solution_result``
+    (optional) is called then, and what it returns (the checker on the
+    solution, say) is shown under the code, followed by ``explanation``
+    (prose that would give the answer away if printed earlier). Display
+    `widget` where the solution belongs; call `attempt` in the learner's
+    cell. `for_function` builds one whose result is the checker run on the
+    solution code itself.
+    """
+
+    WAITING = "The solution stays hidden until your attempt passes, or until you press the button."
+    STILL = "The solution appears here once your attempt passes (run the notebook first)."
+
+    def __init__(
+        self,
+        check: Callable[[Any], Any],
+        solution_code: str,
+        solution_result: Callable[[], Any] | None = None,
+        *,
+        explanation: str = "",
+        button: str = "Show the solution",
+    ) -> None:
+        self.check = check
+        self.solution_code = solution_code
+        self.solution_result = solution_result
+        self.explanation = explanation
+        self.revealed: str | None = None  # "passed" or "asked" once shown
+        self.status = widgets.HTML(f"<em>{html.escape(self.WAITING)}</em>")
+        self.button = widgets.Button(description=button, icon="eye", layout={"width": "auto"})
+        self.button.on_click(lambda _button: self.reveal("asked"))
+        self.solution = widgets.HTML(layout=_HIDDEN)
+        self.widget = _NoteBox([self.status, self.button, self.solution], self.STILL)
+
+    @classmethod
+    def for_function(
+        cls,
+        check: Callable[[Any], Any],
+        solution_code: str,
+        name: str,
+        namespace: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> SolutionGate:
+        """A gate whose solution is ``solution_code`` defining function ``name``.
+
+        When revealed, the code is run (in ``namespace``: the names it uses,
+        ``np``, ``math``, ``softmax``...) and ``check`` is shown run on the
+        function it defines, so the shown output is the shown code's.
+        Raises ValueError if the code does not define ``name``.
+        """
+        scope = dict(namespace or {})
+        exec(compile(solution_code, f"<solution {name}>", "exec"), scope)
+        if not callable(scope.get(name)):
+            raise ValueError(f"the solution code does not define a function {name!r}")
+        return cls(check, solution_code, lambda: check(scope[name]), **kwargs)
+
+    def attempt(self, attempt: Any) -> Any:
+        """Check ``attempt`` (the learner's function), print `feedback`; reveal if it passed.
+
+        Returns the checker's report.
+        """
+        report = self.check(attempt)
+        print(feedback(report))
+        if getattr(report, "passed", False):
+            self.reveal("passed")
+        return report
+
+    def reveal(self, reason: str = "asked") -> None:
+        """Show the solution (``reason``: "passed" or "asked"); once is enough."""
+        if self.revealed is not None:
+            return
+        self.revealed = reason
+        parts = [f"<pre><code>{html.escape(self.solution_code.strip())}</code></pre>"]
+        if self.solution_result is not None:
+            parts.append(f"<pre>{html.escape(str(self.solution_result()))}</pre>")
+        if self.explanation:
+            parts.append(f"<p>{html.escape(self.explanation)}</p>")
+        self.solution.value = "\n".join(parts)
+        _show(self.solution)
+        _show(self.button, False)
+        said = (
+            "Your attempt passed: here is ours to compare."
+            if reason == "passed"
+            else "Here is one solution."
+        )
+        self.status.value = f"<b>{html.escape(said)}</b>"
+
+
+# -- predict, then reveal ----------------------------------------------------------------
+
+
+class Prediction:
+    """A question, a guess the learner commits to, then the answer.
+
+    ``guess`` is any value widget (a slider, toggle buttons...). "Lock in my
+    guess" disables it, calls ``answer()`` (computed only now), and shows
+    ``judge(guess, answer)``; ``reveal`` (an explorer's box, a figure in an
+    Output) is hidden until then. A guess of None (nothing chosen yet)
+    cannot be locked in.
+    """
+
+    STILL = "A question to answer before the picture is shown (run the notebook first)."
+
+    def __init__(
+        self,
+        question: str,
+        guess: widgets.ValueWidget,
+        answer: Callable[[], Any],
+        judge: Callable[[Any, Any], str],
+        reveal: widgets.Widget | None = None,
+    ) -> None:
+        self.guess = guess
+        self.answer = answer
+        self.judge = judge
+        self.answered: Any = None
+        self.verdict = ""
+        self.locked = False
+        self.question = widgets.HTML(f"<b>{html.escape(question)}</b>")
+        self.button = widgets.Button(description="Lock in my guess", icon="lock")
+        self.button.layout.width = "auto"
+        self.button.on_click(lambda _button: self.lock())
+        self.result = widgets.HTML(layout=_HIDDEN)
+        self.reveal = reveal
+        children = [self.question, widgets.HBox([guess, self.button]), self.result]
+        if reveal is not None:
+            _show(reveal, False)
+            children.append(reveal)
+        self.widget = _NoteBox(children, self.STILL)
+        guess.observe(self._allow, names="value")
+        self._allow()
+
+    def _allow(self, _change: dict | None = None) -> None:
+        self.button.disabled = self.locked or self.guess.value is None
+
+    def lock(self) -> str:
+        """Commit the guess, compute and show the answer; returns the verdict shown."""
+        if self.guess.value is None:
+            raise ValueError("choose a guess before locking it in")
+        if not self.locked:
+            self.locked = True
+            self.guess.disabled = True
+            self._allow()
+            self.answered = self.answer()
+            self.verdict = self.judge(self.guess.value, self.answered)
+            self.result.value = html.escape(self.verdict).replace("\n", "<br>")
+            _show(self.result)
+            if self.reveal is not None:
+                _show(self.reveal)
+        return self.verdict
+
+
+def predict_number(
+    question: str,
+    answer: Callable[[], float],
+    *,
+    low: float,
+    high: float,
+    step: float,
+    start: float | None = None,
+    label: str = "my guess",
+    tolerance: float,
+    fmt: str = "{:.0%}",
+    explain: Callable[[float], str] | None = None,
+    reveal: widgets.Widget | None = None,
+) -> Prediction:
+    """A `Prediction` answered with a slider from ``low`` to ``high``.
+
+    The verdict names the guess and the answer (both written with ``fmt``),
+    says "close" when they are within ``tolerance`` and adds ``explain(answer)``.
+    Raises ValueError unless low < high and step > 0.
+    """
+    if not (low < high and step > 0):
+        raise ValueError(f"need low < high and step > 0, got {low}, {high}, {step}")
+    slider = fit_slider(
+        widgets.FloatSlider(
+            value=low if start is None else start,
+            min=low,
+            max=high,
+            step=step,
+            description=label,
+            readout_format=".2f",
+        )
+    )
+
+    def judge(guess: float, truth: float) -> str:
+        verdict = "Close" if abs(guess - truth) <= tolerance + 1e-9 else "Not quite"  # slider steps
+        line = f"{verdict}: you said {fmt.format(guess)}, the answer is {fmt.format(truth)}."
+        return line + (f"\n{explain(truth)}" if explain else "")
+
+    return Prediction(question, slider, answer, judge, reveal)
+
+
+def predict_choice(
+    question: str,
+    options: Sequence[str],
+    answer: Callable[[], str],
+    *,
+    explain: Callable[[str], str] | None = None,
+    reveal: widgets.Widget | None = None,
+) -> Prediction:
+    """A `Prediction` answered by picking one of ``options`` (nothing picked at first).
+
+    ``answer()`` must return one of the options. The verdict says whether the
+    pick was right and adds ``explain(answer)``. Raises ValueError for fewer
+    than two options, and (when locked) for an answer not among them.
+    """
+    options = list(options)
+    if len(options) < 2:
+        raise ValueError(f"a choice needs at least two options, got {options}")
+    choice = fit_label(widgets.ToggleButtons(options=options, value=None, description="my guess"))
+    choice.style.button_width = "auto"
+    choice.layout.width = "auto"
+
+    def judge(guess: str, truth: str) -> str:
+        if truth not in options:
+            raise ValueError(f"the answer {truth!r} is not one of the options {options}")
+        verdict = "Right" if guess == truth else f"Not this time: the answer is {truth!r}"
+        line = f"{verdict} (you picked {guess!r})."
+        return line + (f"\n{explain(truth)}" if explain else "")
+
+    return Prediction(question, choice, answer, judge, reveal)
