@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test lint format notebooks bench clean bench-latency
+.PHONY: lab test lint format notebooks bench clean bench-latency model
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,12 @@ format: $(STAMP)
 # BENCH_ARGS="--quick" for a short try.
 bench: $(STAMP)
 	$(BIN)/python -m attention_lib.bench $(BENCH_ARGS)
+
+# Train the small models the notebooks load (a few minutes on two cores) and write their
+# weights and training report to attention_lib/lessons/trained/ (then commit them).
+# MODEL_ARGS="--check" retrains into a temporary folder and compares with the committed report.
+model: $(STAMP)
+	$(BIN)/python -m attention_lib.lessons.training --jobs 2 $(MODEL_ARGS)
 
 # Re-execute every notebook in place, storing fresh outputs (then commit them).
 notebooks: $(STAMP)
