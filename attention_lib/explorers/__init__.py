@@ -10,9 +10,11 @@ from .crowded_room import NudgeExplorer, SlotsExplorer, ThreeStepsExplorer, Volu
 from .gradients import GradientExplorer
 from .scaling import ScalingExplorer
 from .tiling import OnlineSoftmaxExplorer, TilingExplorer
+from .trained import HeadMapsExplorer, WhereItLooksExplorer
 
 __all__ = ["Explorer"]
 __all__ += ["ScalingExplorer"]
 __all__ += ["NudgeExplorer", "SlotsExplorer", "ThreeStepsExplorer", "VolumeKnobExplorer"]
 __all__ += ["GradientExplorer"]
 __all__ += ["OnlineSoftmaxExplorer", "TilingExplorer"]
+__all__ += ["HeadMapsExplorer", "WhereItLooksExplorer"]
