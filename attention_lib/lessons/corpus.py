@@ -298,13 +298,25 @@ def parse(text: str, corpus: Corpus | None = None) -> Sentence:
 
     Raises ValueError naming the text if the corpus has no such sentence.
     """
-    corpus = build_corpus() if corpus is None else corpus
-    for split in (corpus.heldout, corpus.train):
-        for items in split.values():
-            for sentence in items:
-                if sentence.text == text:
-                    return sentence
-    raise ValueError(
-        f"{text!r} is not a sentence of the corpus; pick one of SHOWCASE or of "
-        "build_corpus().heldout"
-    )
+    index = _index() if corpus is None else _index_of(corpus)
+    if text not in index:
+        raise ValueError(
+            f"{text!r} is not a sentence of the corpus; pick one of SHOWCASE or of "
+            "build_corpus().heldout"
+        )
+    return index[text]
+
+
+def _index_of(corpus: Corpus) -> dict[str, Sentence]:
+    return {
+        s.text: s
+        for split in (corpus.train, corpus.heldout)
+        for items in split.values()
+        for s in items
+    }
+
+
+@cache
+def _index() -> dict[str, Sentence]:
+    """Every sentence of the default corpus by its text (built once)."""
+    return _index_of(build_corpus())
