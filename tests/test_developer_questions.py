@@ -79,6 +79,11 @@ def test_a_kv_cache_needs_bottom_right_alignment():
     assert check.errors["top_left"] > 1.0
     assert check.predicted["bottom_right"] == check.expected == ["barked", "."]
     assert check.predicted["top_left"] != check.expected
+    assert check.summary().splitlines() == [
+        "cached: '<s> the dog was next to the bells and then'; new queries: 'it barked'",
+        "  bottom_right logits within 1e-04 of the whole run; next-word guesses the same",
+        "  top_left     logits NOT within 1e-04 of the whole run; next-word guesses different",
+    ]
     with pytest.raises(ValueError, match="prefix"):
         kv_cache_decode(prefix=0)
 

@@ -322,6 +322,21 @@ class DecodeCheck:
     predicted: dict[str, list[str]]
     expected: list[str]
 
+    def summary(self, bound: float = 1e-4) -> str:
+        """What each alignment gave, as facts that hold on any machine: the logits within
+        ``bound`` of the whole run or not, and whether the guessed words are the same."""
+        cached = " ".join(self.words[: self.prefix])
+        new = " ".join(self.words[self.prefix :])
+        lines = [f"cached: {cached!r}; new queries: {new!r}"]
+        for alignment, error in self.errors.items():
+            same = "within" if error < bound else "NOT within"
+            words = "the same" if self.predicted[alignment] == self.expected else "different"
+            lines.append(
+                f"  {alignment:<12} logits {same} {bound:.0e} of the whole run; "
+                f"next-word guesses {words}"
+            )
+        return "\n".join(lines)
+
 
 def kv_cache_decode(
     sentence: str = "the dog was next to the bells and then it barked",
