@@ -50,14 +50,30 @@ def volume_words(top_share: float, words: int) -> str:
     return "some words clearly more than others"
 
 
-class WhereItLooksExplorer(Explorer):
+class _RedrawsWords:
+    """For an `Explorer` whose ``sentence`` control rewrites static text (the words on an
+    axis): that change redraws the whole figure once, so the words stay out of ``live``
+    and every other move blits only what it changes (text is most of a frame's cost)."""
+
+    sentence: widgets.Dropdown
+
+    def _on_change(self, change: dict) -> None:
+        if change["owner"] is self.sentence:
+            self.update()
+            self.fig.canvas.draw_idle()  # the next frame caches a new background
+            return
+        super()._on_change(change)  # type: ignore[misc]
+
+
+class WhereItLooksExplorer(_RedrawsWords, Explorer):
     """Where the pronoun looks in the trained model, with a volume knob.
 
     Controls: ``sentence`` (a dropdown of the held-out showcase sentences),
     ``head`` ("pointer": the head that best finds what a pronoun stands for,
     or "average": every head averaged) and ``volume`` (multiplies every
     head's scores, 0.05 to 20; 1 is the model as trained). After each update
-    ``gaze`` holds the `Gaze` drawn and ``shares`` the bars' heights.
+    ``gaze`` holds the `Gaze` drawn and ``shares`` the bars' heights. A new
+    sentence redraws the figure; the other controls move only bars, arcs and text.
     """
 
     def __init__(self, model: str = "sqrt_d16", sentences: Sequence[str] | None = None) -> None:
@@ -79,7 +95,7 @@ class WhereItLooksExplorer(Explorer):
         ax = self.ax
         x = np.arange(self.slots)  # (slots,)
         self.bars = ax.bar(x, np.zeros(self.slots), color=_BAR, width=0.7)
-        self.labels = [ax.text(i, 0, "", ha="center", va="bottom", fontsize=9) for i in x]
+        self.top_label = ax.text(0, 0, "", ha="center", va="bottom", fontsize=9)
         ax.set_xlim(-0.6, self.slots - 0.4)
         ax.set_ylim(0, 1.15)
         ax.set_ylabel("share of attention")
@@ -95,7 +111,13 @@ class WhereItLooksExplorer(Explorer):
         self.arcs = []
         for _ in range(self.slots - 1):
             arc = FancyArrowPatch(
-                (0, 0.72), (0, 0.72), arrowstyle="-|>", mutation_scale=10, color=_QUERY
+                (0, 0.72),
+                (0, 0.72),
+                arrowstyle="-|>",
+                mutation_scale=10,
+                color=_QUERY,
+                shrinkA=0,  # no shrinking: clipping the curve to a margin costs a frame ~40%
+                shrinkB=0,
             )
             words_ax.add_patch(arc)
             self.arcs.append(arc)
@@ -133,14 +155,7 @@ class WhereItLooksExplorer(Explorer):
             layout={"width": "470px"},
         )
         self._watch(self.sentence, self.head, self.volume)
-        self.live = [
-            *self.bars,
-            *self.labels,
-            *self.words,
-            *self.arcs,
-            self.guess_text,
-            ax.title,
-        ]
+        self.live = [*self.bars, self.top_label, *self.arcs, self.guess_text, ax.title]
         self.update()
 
     @property
@@ -156,15 +171,10 @@ class WhereItLooksExplorer(Explorer):
         self.shares = shares = gaze.shares(self.head.value)  # (n,)
         n = len(gaze.words)
         top = int(np.argmax(shares))
-        for i, (bar, label, word) in enumerate(
-            zip(self.bars, self.labels, self.words, strict=True)
-        ):
+        for i, (bar, word) in enumerate(zip(self.bars, self.words, strict=True)):
             shown = i < n
-            share = float(shares[i]) if shown else 0.0
-            bar.set_height(share)
+            bar.set_height(float(shares[i]) if shown else 0.0)
             bar.set_color(_TOP if i == top else _BAR)
-            label.set_position((i, share + 0.01))
-            label.set_text(f"{share:.0%}" if shown and share >= 0.01 else "")
             word.set_text(gaze.words[i] if shown else "")
             is_query = i == n - 1
             word.set_color(_QUERY if is_query else "black")
@@ -182,6 +192,8 @@ class WhereItLooksExplorer(Explorer):
             arc.set_linewidth(0.5 + 6 * share)
             arc.set_alpha(0.15 + 0.85 * share / biggest if biggest > 0 else 0.15)
         word, share = gaze.words[top], float(shares[top])
+        self.top_label.set_position((top, share + 0.01))
+        self.top_label.set_text(_percent(share))
         self.ax.set_title(
             f'"{gaze.query_word}" looks most at "{word}" ({_percent(share)}); '
             f"{volume_words(share, n)}",
@@ -204,13 +216,15 @@ class WhereItLooksExplorer(Explorer):
         )
 
 
-class HeadMapsExplorer(Explorer):
+class HeadMapsExplorer(_RedrawsWords, Explorer):
     """One head's attention map over a sentence: queries down, keys across.
 
     Controls: ``sentence``, ``model`` (the trained scale rules), ``layer``
     and ``head``. Cells above the diagonal are hatched grey: the causal mask
     keeps a word from looking at later words, so their weight is exactly 0.
-    After each update ``maps`` holds the `HeadMaps` drawn.
+    After each update ``maps`` holds the `HeadMaps` drawn. A new sentence
+    redraws the figure (new words on both axes); the other controls redraw
+    only the map and its title.
     """
 
     def __init__(self, sentences: Sequence[str] | None = None) -> None:
@@ -229,8 +243,11 @@ class HeadMapsExplorer(Explorer):
         fig = self._make_figure(figsize=(8, 5.4))
         self.ax = ax = fig.add_axes((0.12, 0.2, 0.56, 0.72))
         colour_bar = fig.add_axes((0.7, 0.25, 0.025, 0.62))
-        cmap = colormaps["viridis"].with_extremes(bad="white")
-        self.image = ax.imshow(np.zeros((t, t)), cmap=cmap, vmin=0, vmax=1, interpolation="nearest")
+        # masked cells transparent: the hatching under them shows in a blitted frame too
+        cmap = colormaps["viridis"].with_extremes(bad=(0, 0, 0, 0))
+        self.image = ax.imshow(
+            np.zeros((t, t)), cmap=cmap, vmin=0, vmax=1, interpolation="nearest", zorder=1.5
+        )  # above the hatching (1), as a blitted frame draws it
         # the masked cells, above the diagonal: grey and hatched, never a colour of the scale
         for i, j in zip(*np.triu_indices(t, k=1), strict=True):
             ax.add_patch(
@@ -245,7 +262,7 @@ class HeadMapsExplorer(Explorer):
                 )
             )
         self.highlight = ax.add_patch(
-            Rectangle((-0.5, -0.5), t, 1, fill=False, edgecolor=_QUERY, lw=2)
+            Rectangle((-0.5, -0.5), t, 1, fill=False, edgecolor=_QUERY, lw=2, zorder=2.6)
         )
         fig.colorbar(self.image, cax=colour_bar, label="attention weight (each row sums to 1)")
         ax.legend(
@@ -285,7 +302,8 @@ class HeadMapsExplorer(Explorer):
             style={"button_width": "36px"},
         )
         self._watch(self.sentence, self.model, self.layer, self.head)
-        self.live = [ax]
+        # the words, limits and hatching change only with the sentence (a full redraw)
+        self.live = [self.image, self.highlight, ax.title]
         self.update()
 
     @property
