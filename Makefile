@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test lint format notebooks bench clean bench-latency gpu-check gpu-wheels
+.PHONY: lab test lint format notebooks bench clean bench-latency gpu-check gpu-wheels model
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,12 @@ gpu-check:
 
 gpu-wheels: $(STAMP)
 	$(BIN)/python scripts/gpu_check.py --fetch-wheels
+
+# Train the small models the notebooks load (a few minutes on two cores) and write their
+# weights and training report to attention_lib/lessons/trained/ (then commit them).
+# MODEL_ARGS="--check" retrains into a temporary folder and compares with the committed report.
+model: $(STAMP)
+	$(BIN)/python -m attention_lib.lessons.training --jobs 2 $(MODEL_ARGS)
 
 # Re-execute every notebook in place, storing fresh outputs (then commit them).
 notebooks: $(STAMP)

@@ -11,9 +11,11 @@ from .gradients import GradientExplorer
 from .mistakes import MistakeExplorer
 from .scaling import ScalingExplorer
 from .tiling import OnlineSoftmaxExplorer, TilingExplorer
+from .trained import HeadMapsExplorer, WhereItLooksExplorer
 
 __all__ = ["Explorer"]
 __all__ += ["ScalingExplorer"]
 __all__ += ["NudgeExplorer", "SlotsExplorer", "ThreeStepsExplorer", "VolumeKnobExplorer"]
 __all__ += ["GradientExplorer", "MistakeExplorer"]
 __all__ += ["OnlineSoftmaxExplorer", "TilingExplorer"]
+__all__ += ["HeadMapsExplorer", "WhereItLooksExplorer"]

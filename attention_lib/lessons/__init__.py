@@ -13,4 +13,18 @@ normalisers) and is tested like it; nothing below imports from here.
     mistakes        the four common mistakes, each next to its fix
     exercises       checkers that give feedback on a learner's attempt
     rounding        differences at rounding level printed as a bound, true on any CPU
+    gpu             the committed GPU benchmark beside the CPU one; a live run on CUDA
+
+The small model trained here (``make model``), and what the notebooks ask of it:
+
+    corpus          its sentences, generated here: pronouns and what they stand for
+    tiny_model      a two-layer transformer; attention call and scale rule are parameters
+    training        train it, measure its heads over training, write weights and report
+    head_stats      per head: logit spread, entropy, softmax-Jacobian norm, q-k alignment
+    model_views     where "it" looks, every head's map, the reshape, swapped attention calls
+    model_figures   still figures of the training report and of the head maps
+    research        the scale inside the gradient, saturation, μP's alignment, QK-norm
+    developer_questions  masked rows, float16 masks, causal alignment, SDPA backends
+
+tiny_model, training, model_views, research and developer_questions import torch.
 """

@@ -36,6 +36,7 @@ from ..backend import describe, device_of, namespace, require_floating
 from ..core import scaled_dot_product_attention
 from ..fits import log_log_slope
 from ..inputs import prepare
+from ..masks import apply_mask, causal_mask
 from ..normalisers import softmax, softmax1
 
 __all__ = [
@@ -731,3 +732,160 @@ def sink_experiment(
             )
     finally:
         torch.set_num_threads(threads)
+
+
+# -- sigmoid attention (Ramapuram et al., 2024) and differential attention (Ye et al., 2024)
+
+
+def _masked_scores(query: Any, key: Any, attn_mask: Any, is_causal: bool, scale: float | None):
+    """(xp, scaled scores (..., L, S) with masked entries -inf, accumulation-dtype inputs).
+
+    Arguments, shapes and errors as `attention_lib.scaled_dot_product_attention`
+    (the value is not needed here, so the key stands in for it).
+    """
+    problem = prepare(query, key, key, attn_mask, is_causal, scale)
+    xp, q, k = problem.xp, problem.query, problem.key
+    scores = xp.matmul(q * problem.scale, xp.matrix_transpose(k))  # (..., L, S)
+    scores = apply_mask(xp, scores, problem.mask)  # (..., L, S)
+    if problem.is_causal:
+        keep = causal_mask(xp, (0, q.shape[-2]), (0, k.shape[-2]), device_of(q))  # (L, S)
+        scores = apply_mask(xp, scores, keep)  # (..., L, S)
+    return xp, scores, problem
+
+
+def _sigmoid(xp: Any, x: Any) -> Any:
+    """Logistic sigmoid without overflow: exp(-|x|) never exceeds 1, and σ(-inf) = 0."""
+    z = xp.exp(-xp.abs(x))  # (...), in [0, 1]
+    return xp.where(x >= 0, 1 / (1 + z), z / (1 + z))
+
+
+def sigmoid_weights(
+    query: Any,
+    key: Any,
+    attn_mask: Any = None,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+    bias: float | None = None,
+) -> Any:
+    """Sigmoid attention's weights ``sigmoid(q·k * scale + bias)``, shape (..., L, S).
+
+    Ramapuram et al. (2024), "Theory, analysis, and best practices for
+    sigmoid self-attention", arXiv:2409.04431: each weight is its own
+    sigmoid, so a row need not sum to one and no key competes with another.
+    ``bias`` defaults to their b = -log(n), n = S the number of keys, which
+    starts every weight near 1/(n + 1) (the sum of a row near one). Masked
+    keys (``attn_mask``, ``is_causal``: as in
+    `attention_lib.scaled_dot_product_attention`) get weight 0. Query (...,
+    L, E), key (..., S, E), numpy or torch; errors as SDPA's.
+    """
+    xp, scores, problem = _masked_scores(query, key, attn_mask, is_causal, scale)
+    b = -math.log(scores.shape[-1]) if bias is None else float(bias)
+    return xp.astype(_sigmoid(xp, scores + b), problem.out_dtype)  # (..., L, S)
+
+
+def sigmoid_attention(
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any = None,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+    bias: float | None = None,
+) -> Any:
+    """Sigmoid attention ``sigmoid(q·k * scale + bias) @ value``, shape (..., L, Ev).
+
+    See `sigmoid_weights`; value is (..., S, Ev).
+    """
+    xp = namespace(query, key, value)
+    _check_pair(xp, query, key, value, same_width=True)
+    weights = sigmoid_weights(query, key, attn_mask, is_causal, scale=scale, bias=bias)
+    return xp.matmul(weights, value)  # (..., L, Ev)
+
+
+def differential_lambda_init(layer: int) -> float:
+    """λ_init = 0.8 - 0.6·exp(-0.3·(layer - 1)) for layer 1, 2, ... (Ye et al., 2024, eq. 2):
+    0.2 in the first layer, rising towards 0.8. Raises ValueError for a layer below 1."""
+    if isinstance(layer, bool) or not isinstance(layer, int) or layer < 1:
+        raise ValueError(f"layer counts from 1, got {layer!r}")
+    return 0.8 - 0.6 * math.exp(-0.3 * (layer - 1))
+
+
+def differential_lambda(
+    lambda_q1: Any, lambda_k1: Any, lambda_q2: Any, lambda_k2: Any, lambda_init: float
+) -> Any:
+    """λ = exp(λ_q1 · λ_k1) - exp(λ_q2 · λ_k2) + λ_init, the learned re-parametrisation of
+    Ye et al. (2024); the four vectors (d,) are learned per layer."""
+    xp = namespace(lambda_q1, lambda_k1, lambda_q2, lambda_k2)
+    return (
+        xp.exp(xp.sum(lambda_q1 * lambda_k1)) - xp.exp(xp.sum(lambda_q2 * lambda_k2)) + lambda_init
+    )
+
+
+def differential_weights(
+    query: Any,
+    key: Any,
+    lam: float,
+    attn_mask: Any = None,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+) -> Any:
+    """Differential attention's weights softmax(Q1 K1ᵀ·s) - λ softmax(Q2 K2ᵀ·s): (..., L, S).
+
+    Ye et al. (2024), "Differential Transformer", arXiv:2410.05258: query
+    (..., L, 2d) and key (..., S, 2d) hold [Q1, Q2] and [K1, K2] side by side
+    (the first d columns, then the last d). The scale s defaults to 1/sqrt(d),
+    d the width of one half. The difference of two softmax maps cancels
+    what both put on the same keys (their "attention noise"); each row sums
+    to 1 - λ, and may be negative. Masks as `sigmoid_weights`. ``lam`` is a
+    number (see `differential_lambda`). Raises ValueError for an odd width.
+    """
+    xp = namespace(query, key)
+    _check_pair(xp, query, key, None, same_width=True)
+    width = query.shape[-1]
+    if width % 2:
+        raise ValueError(
+            f"query and key need an even width 2d to split into two halves, got {width}"
+        )
+    d = width // 2
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    maps = []
+    for half in (slice(0, d), slice(d, width)):
+        q, k = query[..., half], key[..., half]  # (..., L, d), (..., S, d)
+        _, scores, problem = _masked_scores(q, k, attn_mask, is_causal, scale)
+        maps.append(softmax(scores, axis=-1))  # (..., L, S), rows sum to 1 (0 if all masked)
+    return xp.astype(maps[0] - float(lam) * maps[1], problem.out_dtype)  # (..., L, S)
+
+
+def differential_attention(
+    query: Any,
+    key: Any,
+    value: Any,
+    lam: float,
+    attn_mask: Any = None,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+) -> Any:
+    """Differential attention ``(softmax(Q1 K1ᵀ·s) - λ softmax(Q2 K2ᵀ·s)) @ value``: (..., L, Ev).
+
+    See `differential_weights`; value is (..., S, Ev) (the paper's is 2d wide).
+    The paper then normalises each head's output (RMSNorm) and multiplies it
+    by 1 - λ_init; that belongs to the layer, not to this attention call.
+    """
+    xp = namespace(query, key, value)
+    _check_pair(xp, query, key, value, same_width=True)
+    weights = differential_weights(query, key, lam, attn_mask, is_causal, scale=scale)
+    return xp.matmul(weights, value)  # (..., L, Ev)
+
+
+__all__ += [
+    "differential_attention",
+    "differential_lambda",
+    "differential_lambda_init",
+    "differential_weights",
+    "sigmoid_attention",
+    "sigmoid_weights",
+]

@@ -407,3 +407,130 @@ def _slope_guides(ax: Any, lo: int, hi: int) -> None:
         end = (hi, ymin * (hi / lo) ** power)
         label = "∝ T²" if power == 2 else "∝ T"
         ax.annotate(label, end, fontsize=7, color="gray", ha="right", va="bottom")
+
+
+# --- memory traffic, forward and backward -------------------------------------------------
+#
+# Counted in elements read from and written to the GPU's main memory (HBM) by one head over
+# N = T queries and keys of width d, following the papers' own algorithms step by step:
+#
+# - standard forward: FlashAttention (Dao et al., 2022, arXiv:2205.14135), Algorithm 0:
+#   read Q, K, write S; read S, write P; read P, V, write O.
+# - standard backward: the same paper, Appendix B.4, Algorithm 3 (P is kept from the forward
+#   pass): read P, dO, write dV; read dO, V, write dP; read P, dP, write dS; read dS, K,
+#   write dQ; read dS, Q, write dK.
+# - FlashAttention-2 forward (Dao, 2023, arXiv:2307.08691), Algorithm 1: per query block read
+#   Q_i once and every K_j, V_j; write O_i and the log-sum-exp L_i.
+# - FlashAttention-2 backward, Algorithm 2: D = rowsum(dO ∘ O) (read dO, O; write D);
+#   dQ = 0 written; per key block read K_j, V_j and write dK_j, dV_j; for every (key block,
+#   query block) pair read Q_i, O_i, dO_i, dQ_i, L_i, D_i and write dQ_i back. S and P are
+#   recomputed from Q, K and L instead of read: 2N²d more FLOPs, no N² traffic. (Line 9
+#   loads O_i although only D_i is used after line 4; we count the algorithm as written.)
+#
+# Matrix-product FLOPs: forward 2·2N²d (QKᵀ, PV); backward 4·2N²d (dV, dP, dQ, dK), plus
+# 2N²d for the recomputed QKᵀ in FlashAttention-2. Causal masking, which lets both skip
+# about half the work, is not counted.
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """One pass of one head: HBM ``reads`` and ``writes`` (elements), matrix-product
+    ``flops``, and ``saved``: what the forward pass keeps for the backward one (the N x N
+    weights P on the standard path, the N log-sum-exps L on FlashAttention-2's)."""
+
+    path: str
+    direction: str
+    length: int
+    width: int
+    reads: int
+    writes: int
+    flops: int
+    saved: int
+
+    @property
+    def elements(self) -> int:
+        """reads + writes."""
+        return self.reads + self.writes
+
+    def bytes(self, dtype: str = "float16") -> int:
+        return self.elements * _itemsize(dtype)
+
+
+def _blocks(n: int, size: int) -> int:
+    return -(-n // size)  # ceil(n / size): the last block may be short
+
+
+def attention_traffic(
+    length: int,
+    width: int = 64,
+    path: str = "standard",
+    direction: str = "backward",
+    block_q: int = 128,
+    block_k: int = 128,
+) -> Traffic:
+    """HBM traffic of one head's ``direction`` pass ("forward" or "backward") on ``path``
+    ("standard" or "flash2"), counted from the papers' algorithms (see the comment above).
+
+    ``block_q`` (B_r) and ``block_k`` (B_c) are FlashAttention-2's tile sizes;
+    the standard path ignores them. Raises ValueError for sizes that are not
+    positive integers, or an unknown path or direction.
+    """
+    n = _positive_int("length", length)
+    d = _positive_int("width", width)
+    br = _positive_int("block_q", block_q)
+    bc = _positive_int("block_k", block_k)
+    if path not in ("standard", "flash2"):
+        raise ValueError(f"path must be 'standard' or 'flash2', got {path!r}")
+    if direction not in ("forward", "backward"):
+        raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
+    nn, nd = n * n, n * d
+    if path == "standard":
+        saved = nn  # P, kept for the backward pass
+        if direction == "forward":
+            # read Q, K | write S | read S | write P | read P, V | write O
+            reads, writes, flops = 2 * nd + nn + nn + nd, nn + nn + nd, 4 * nn * d
+        else:
+            # 1: P, dO -> dV   2: dO, V -> dP   3: P, dP -> dS   4: dS, K -> dQ   5: dS, Q -> dK
+            reads = (nn + nd) + 2 * nd + 2 * nn + (nn + nd) + (nn + nd)
+            writes = nd + nn + nn + nd + nd
+            flops = 8 * nn * d
+    else:
+        saved = n  # L, one log-sum-exp per query row
+        if direction == "forward":
+            t_r = _blocks(n, br)
+            reads, writes, flops = nd + t_r * 2 * nd, nd + n, 4 * nn * d
+        else:
+            t_c = _blocks(n, bc)
+            per_key_block = 4 * nd + 2 * n  # Q_i, O_i, dO_i, dQ_i and L_i, D_i over all i
+            reads = 2 * nd + 2 * nd + t_c * per_key_block  # D's dO, O; K_j, V_j; inner loop
+            writes = n + nd + 2 * nd + t_c * nd  # D; dQ = 0; dK_j, dV_j; dQ_i written back
+            flops = 10 * nn * d
+    return Traffic(path, direction, n, d, reads, writes, flops, saved)
+
+
+def format_traffic_table(
+    lengths: Iterable[int],
+    width: int = 64,
+    block: int = 128,
+    dtype: str = "float16",
+) -> str:
+    """Per head: the backward pass's HBM traffic, standard against FlashAttention-2, with
+    what each forward pass saves for it, in ``dtype`` bytes."""
+    size = _itemsize(dtype)
+    lines = [
+        f"backward pass, per head, d = {width}, FlashAttention-2 tiles {block} x {block}, {dtype}",
+        f"{'T':>7} {'standard':>11} {'FA-2':>11} {'ratio':>7}   "
+        f"{'saved: P (N²)':>14} {'saved: L (N)':>13}",
+    ]
+    for t in lengths:
+        std = attention_traffic(t, width, "standard", "backward")
+        fa2 = attention_traffic(t, width, "flash2", "backward", block, block)
+        lines.append(
+            f"{t:>7} {format_bytes(std.bytes(dtype)):>11} {format_bytes(fa2.bytes(dtype)):>11} "
+            f"{std.elements / fa2.elements:>6.1f}x   {format_bytes(std.saved * size):>14} "
+            f"{format_bytes(fa2.saved * size):>13}"
+        )
+    return "\n".join(lines)
+
+
+__all__ += ["Traffic", "attention_traffic", "format_traffic_table"]
