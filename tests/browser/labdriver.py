@@ -621,10 +621,21 @@ class NotebookPage:
     _probe_ready: bool = False
 
     @classmethod
-    def open(cls, browser: Any, server: LabServer, path: str, workspace: str) -> NotebookPage:
-        """Open ``path`` (relative to the server root) in a new workspace; wait for its kernel."""
+    def open(
+        cls,
+        browser: Any,
+        server: LabServer,
+        path: str,
+        workspace: str,
+        viewport: tuple[int, int] = (1280, 1000),
+    ) -> NotebookPage:
+        """Open ``path`` (relative to the server root) in a new workspace; wait for its kernel.
+
+        The page tracks the kernel's messages from then on (the waits of `run_all`,
+        `move` and `quiet` follow them).
+        """
         context = browser.new_context(
-            viewport={"width": 1280, "height": 1000}, device_scale_factor=1
+            viewport={"width": viewport[0], "height": viewport[1]}, device_scale_factor=1
         )
         page = context.new_page()
         self = cls(page, server, path)
@@ -905,16 +916,7 @@ def open_notebook(
     viewport: tuple[int, int] = (1280, 800),
 ) -> NotebookPage:
     """`NotebookPage.open` at a learner's screen size (1280 x 800 unless told)."""
-    context = browser.new_context(
-        viewport={"width": viewport[0], "height": viewport[1]}, device_scale_factor=1
-    )
-    page = context.new_page()
-    self = NotebookPage(page, server, path)
-    page.on("request", self._watch_request)
-    page.add_init_script(_INIT_JS)
-    page.goto(f"{server.url}/lab/workspaces/{workspace}/tree/{path}?token={server.token}")
-    page.wait_for_function(_JS_READY, arg=path, timeout=120_000, polling=250)
-    return self
+    return NotebookPage.open(browser, server, path, workspace, viewport)
 
 
 def save_notebook(page: NotebookPage, timeout_ms: float = 30_000) -> None:
