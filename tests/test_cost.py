@@ -13,6 +13,7 @@ import pytest
 
 from attention_lib import bench
 from attention_lib.lessons.cost import (
+    benchmark_headline,
     describe_exponents,
     expected_exponent,
     format_cost_table,
@@ -206,3 +207,19 @@ def test_plot_draws_every_path_with_its_slope(results_root) -> None:
     assert "torch tiled  (slope 1.00)" in memory_labels
     fig.canvas.draw()
     plt.close(fig)
+
+
+def test_benchmark_headline_is_computed_from_the_fits(results_root, tmp_path) -> None:
+    cpu = load_benchmarks(results_root)[0]
+    assert benchmark_headline(cpu, 64) == (
+        "time slopes 2.00–2.00 (2 of 2 near 2)\n"
+        "memory slopes: paths that store the scores 2.00–2.00 (1 of 1 near 2); "
+        "the others 1.00–1.00 (1 of 1 near 1)"
+    )
+    suite = fake_suite("cpu-odd")
+    for r in suite["results"]:
+        if r.case.path == "torch tiled" and r.status == "ok":
+            r.peak_mib = 1e-6 * r.case.length**2  # as if the tiled path held the whole matrix
+    bench.write(suite, tmp_path)
+    odd = benchmark_headline(load_benchmarks(tmp_path)[0], 64)
+    assert odd.endswith("the others 2.00–2.00 (0 of 1 near 1)")

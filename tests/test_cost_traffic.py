@@ -71,3 +71,31 @@ def test_bad_arguments():
         attention_traffic(8, 4, direction="sideways")
     with pytest.raises(ValueError, match="block_k must be a positive integer"):
         attention_traffic(8, 4, "flash2", block_k=0)
+
+
+def test_the_traffic_figure_draws_the_counts_and_computes_its_title():
+    import matplotlib.pyplot as plt
+
+    from attention_lib.lessons.cost import plot_traffic
+
+    fig, ax = plt.subplots()
+    plot_traffic(ax, [4096, 1024], width=64, block=128, dtype="float16")
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert set(lines) == {
+        "standard, forward",
+        "standard, backward",
+        "FlashAttention-2, forward",
+        "FlashAttention-2, backward",
+    }
+    backward = attention_traffic(4096, 64, "standard", "backward")
+    assert list(lines["standard, backward"].get_xdata()) == [1024, 4096]
+    assert lines["standard, backward"].get_ydata()[-1] == backward.bytes("float16") / 2**20
+    fa2 = [attention_traffic(t, 64, "flash2", "backward") for t in (1024, 4096)]
+    std = [attention_traffic(t, 64, "standard", "backward") for t in (1024, 4096)]
+    ratios = [s.elements / f.elements for s, f in zip(std, fa2, strict=True)]
+    assert ax.get_title() == (
+        f"d = 64, FA-2 tiles 128 × 128: the standard backward pass moves\n{ratios[0]:.1f}× "
+        f"(T = 1024) to {ratios[1]:.1f}× (T = 4096) the bytes of FA-2's"
+    )
+    assert ax.get_ylabel() == "HBM reads + writes per head (MiB, float16)"
+    plt.close(fig)

@@ -93,3 +93,33 @@ def test_bad_input_gets_clear_errors():
         alt.sigmoid_weights(
             np.zeros((2, 3)), np.zeros((4, 3)), attn_mask=np.ones((2, 4), bool), is_causal=True
         )
+
+
+def test_the_sigmoid_and_differential_figure_draws_the_library_weights():
+    from attention_lib.explorers.alternatives import (
+        sigmoid_differential_figure,
+        sigmoid_differential_headline,
+        sigmoid_differential_weights,
+    )
+
+    rng = np.random.default_rng(0)
+    q, k = rng.standard_normal((6, 16)), rng.standard_normal((10, 16))  # (L, E), (S, E)
+    weights = sigmoid_differential_weights(q, k, lam=0.5)
+    assert list(weights) == ["softmax", "sigmoid", "differential, λ = 0.5"]
+    assert np.allclose(weights["sigmoid"], alt.sigmoid_weights(q, k), atol=0)
+    assert np.allclose(weights["differential, λ = 0.5"].sum(-1), 0.5, atol=1e-12)
+    assert np.allclose(weights["softmax"], al.softmax(q @ k.T / 4), atol=1e-15)
+    line = sigmoid_differential_headline(weights)
+    parts = line.split("; ")
+    assert parts[0] == "softmax: rows sum 1.00–1.00"
+    s = weights["sigmoid"].sum(-1)
+    assert parts[1] == f"sigmoid: rows sum {s.min():.2f}–{s.max():.2f}"
+    negative = int((weights["differential, λ = 0.5"] < 0).sum())
+    assert negative > 0 and f"{negative}/60 negative" in parts[2]
+    fig = sigmoid_differential_figure(q, k, lam=0.5)
+    assert fig._suptitle.get_text() == "\n".join(parts)
+    images = [im.get_array() for ax in fig.axes for im in ax.images]
+    assert len(images) == 3 and np.allclose(images[2], weights["differential, λ = 0.5"])
+    assert fig.get_size_inches()[0] * fig.dpi <= 840
+    assert alt.differential_lambda_init(1) == pytest.approx(0.2)
+    assert "λ = 0.2" in list(sigmoid_differential_weights(q, k))[2]

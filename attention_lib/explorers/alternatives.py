@@ -38,10 +38,13 @@ from ..lessons.alternatives import (
     additive_params,
     cosine_logits,
     describe_slopes,
+    differential_lambda_init,
+    differential_weights,
     elu_feature_map,
     kernel_weights,
     performer_feature_map,
     random_projection,
+    sigmoid_weights,
     timing_slopes,
 )
 from ..normalisers import entmax15, softmax, softmax1, sparsemax
@@ -52,6 +55,9 @@ __all__ = [
     "PANELS",
     "AlternativesExplorer",
     "headline",
+    "sigmoid_differential_figure",
+    "sigmoid_differential_headline",
+    "sigmoid_differential_weights",
     "sink_figure",
     "sink_headline",
     "timing_figure",
@@ -325,4 +331,74 @@ def sink_figure(runs: Mapping[tuple[str, bool], SinkRun]) -> Figure:
     axes[0].set_ylabel("query row")
     fig.colorbar(image, ax=axes, label="attention weight")
     fig.suptitle(sink_headline(runs), fontsize=9)
+    return fig
+
+
+def sigmoid_differential_weights(
+    query: np.ndarray, key: np.ndarray, lam: float | None = None
+) -> dict[str, np.ndarray]:
+    """Softmax, sigmoid and differential weights of one query (L, E) and key (S, E) pair.
+
+    softmax: ``softmax(q·k/sqrt(E))``; sigmoid: `sigmoid_weights` with its
+    default scale 1/sqrt(E) and bias -log S; differential:
+    `differential_weights` on the two halves of width E/2 with ``lam``
+    (default λ_init of the first layer, 0.2). Each (L, S). Raises ValueError
+    for an odd E (from `differential_weights`).
+    """
+    query, key = np.asarray(query, dtype=float), np.asarray(key, dtype=float)
+    lam = differential_lambda_init(1) if lam is None else float(lam)
+    logits = query @ key.T / math.sqrt(query.shape[-1])  # (L, S)
+    return {
+        "softmax": softmax(logits),
+        "sigmoid": sigmoid_weights(query, key),
+        f"differential, λ = {lam:.2g}": differential_weights(query, key, lam),
+    }
+
+
+def sigmoid_differential_headline(weights: Mapping[str, np.ndarray]) -> str:
+    """Row sums and signs of each map in ``weights`` (as `sigmoid_differential_weights`)."""
+    parts = []
+    for name, w in weights.items():
+        sums = w.sum(-1)  # (L,)
+        negative = int(np.sum(w < 0))
+        sign = f", {negative}/{w.size} negative (min {w.min():.2f})" if negative else ""
+        parts.append(f"{name.split(',')[0]}: rows sum {sums.min():.2f}–{sums.max():.2f}{sign}")
+    return "; ".join(parts)
+
+
+def sigmoid_differential_figure(
+    query: np.ndarray, key: np.ndarray, lam: float | None = None
+) -> Figure:
+    """Heatmaps of `sigmoid_differential_weights` side by side, and each map's row sums.
+
+    One shared diverging colour scale (0 is white) so differential
+    attention's negative weights show; the title is
+    `sigmoid_differential_headline` of the maps drawn. 840 px wide; not known
+    to pyplot: ``display(fig)``.
+    """
+    weights = sigmoid_differential_weights(query, key, lam)
+    fig = Figure(figsize=(8.4, 3.4), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, 4, width_ratios=[1, 1, 1, 0.9])
+    top = max(float(np.abs(w).max()) for w in weights.values())
+    image = None
+    for ax, (name, w) in zip(axes[:3], weights.items(), strict=False):
+        image = ax.imshow(w, vmin=-top, vmax=top, cmap="RdBu_r", aspect="auto")
+        ax.set_title(name, fontsize=8)
+        ax.set_xlabel("key")
+        ax.set_yticks(range(w.shape[0]))
+    axes[0].set_ylabel("query")
+    fig.colorbar(image, ax=axes[:3], label="weight", shrink=0.9)
+    rows = np.arange(next(iter(weights.values())).shape[0])  # (L,)
+    for offset, (name, w) in zip((-0.27, 0, 0.27), weights.items(), strict=True):
+        axes[3].barh(rows + offset, w.sum(-1), height=0.25, label=name.split(",")[0])
+    axes[3].axvline(1, color="gray", lw=0.8, ls=":")
+    axes[3].invert_yaxis()
+    axes[3].set_yticks(rows)
+    axes[3].set_xlabel("row sum")
+    sums = np.concatenate([w.sum(-1) for w in weights.values()])  # (3 L,)
+    axes[3].set_xlim(min(0.0, float(sums.min())) - 0.05, 1.1 * max(1.0, float(sums.max())))
+    axes[3].set_title("row sums", fontsize=8)
+    fig.legend(*axes[3].get_legend_handles_labels(), loc="outside lower right", ncols=3, fontsize=7)
+    fig.suptitle("\n".join(sigmoid_differential_headline(weights).split("; ")), fontsize=8)
     return fig

@@ -55,9 +55,8 @@ def explorer_notebooks() -> list[str]:
 
 NOTEBOOKS = explorer_notebooks()
 
-# Notebook cells (not explorers) that still draw figures wider than a 1024 px screen's cell;
-# the notebooks' own change list replaces them (06: timing_figure, sink_figure, display(fig)).
-WIDE_OUTPUTS_PENDING = {"06_researcher_alternatives.ipynb"}
+# Notebook cells (not explorers) that still draw figures wider than a 1024 px screen's cell.
+WIDE_OUTPUTS_PENDING: set[str] = set()
 
 
 @pytest.fixture(scope="session")
