@@ -15,11 +15,24 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from support import texts_outside
 
 from attention_lib import softmax
-from attention_lib.explorers.gradients import GradientExplorer, describe_training, training_figure
+from attention_lib.explorers.gradients import (
+    GradientExplorer,
+    QKNormExplorer,
+    describe_training,
+    spread_figure,
+    training_figure,
+)
+from attention_lib.lessons.research import qk_norm_view
 from attention_lib.lessons.scaling_stats import POWER_OF_TWO_WIDTHS, scale_for
-from attention_lib.lessons.theory import jacobian_norms, softmax_jacobian, train_retrieval_head
+from attention_lib.lessons.theory import (
+    dot_product_samples,
+    jacobian_norms,
+    softmax_jacobian,
+    train_retrieval_head,
+)
 
 pytestmark = pytest.mark.filterwarnings("error")  # no RuntimeWarning, no matplotlib warning
 
@@ -119,6 +132,19 @@ def test_describe_names_the_setting(explorer, draws):
     assert text.startswith("d = 1024, scale rule 1/d (logits × 0.0009766): mean ‖J‖ 0.331")
 
 
+def test_describe_prints_an_underflowed_norm_as_a_bound():
+    # notebook 04's explorer, unscaled at d = 1024: the example row is one-hot and its ‖J‖
+    # rounding noise (about 1e-19 on one CPU, another elsewhere); a bound prints the same
+    explorer = GradientExplorer()
+    explorer.blit = False
+    explorer.rule.value, explorer.width.value = "none", 1024
+    assert np.linalg.norm(explorer.example_jacobian()) < 1e-12
+    assert explorer.describe().endswith("top weight 1.000, ‖J‖ < 1e-12")
+    explorer.width.value = 1
+    assert explorer.describe().endswith(f"‖J‖ {np.linalg.norm(explorer.example_jacobian()):.3g}")
+    plt.close(explorer.fig)
+
+
 def test_every_extreme_draws_cleanly(explorer, draws):
     # a real Agg render at each corner of the controls; warnings are errors here
     settings = [(1, "none", 1.0), (1024, "none", 1.0), (1024, "1/sqrt(d)", 1.0)]
@@ -154,3 +180,56 @@ def test_training_figure_draws_both_runs():
     plt.close(fig)
     with pytest.raises(ValueError, match="the runs must match: got 30 steps over 16 keys and 3"):
         training_figure(u, train_retrieval_head(None, steps=3))
+
+
+def test_spread_figure_draws_raw_and_scaled_scores():
+    fig = spread_figure(width=64, samples=2_000, seed=2)
+    (ax,) = fig.axes
+    raw = dot_product_samples(64, samples=2_000, rng=2)
+    counts = [sum(p.get_height() for p in c) for c in ax.containers]
+    assert counts == [2_000, 2_000]  # every sample lands in a bin, raw and scaled
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == [f"q·k: std {raw.std():.1f}", f"q·k / √64: std {raw.std() / 8:.2f}"]
+    assert ax.get_title().endswith("raw scores spread 8× wider than scaled ones")
+    assert ax.get_xlabel() and ax.get_ylabel() == "count of 2,000 pairs"
+    fig.canvas.draw()
+
+
+@pytest.fixture(scope="module")
+def qk_explorer():
+    e = QKNormExplorer()
+    yield e
+    plt.close(e.fig)
+
+
+def test_qk_norm_toggle_draws_the_views(qk_explorer, monkeypatch):
+    e = qk_explorer
+    monkeypatch.setattr(e.fig.canvas, "draw_idle", lambda *a, **k: None)
+    own = qk_norm_view()
+    assert e.controls == [e.norm]
+    assert [v for _, v in e.norm.options] == ["own", "sqrt(d)", "fit"]
+    for value in ("own", "sqrt(d)", "fit", "own"):
+        e.norm.value = value
+        scores, weights = e.shown()
+        np.testing.assert_array_equal([b.get_height() for b in e.score_bars], scores)
+        np.testing.assert_array_equal([b.get_height() for b in e.weight_bars], weights)
+        tau = e.view.temperature
+        for line in e.band:
+            assert line.get_visible() == (value != "own")
+        if value == "own":
+            np.testing.assert_array_equal(scores, own.logits)
+        else:
+            assert np.abs(scores).max() <= tau + 1e-12  # QK-norm bounds every score by τ
+            assert [abs(y) for line in e.band for y in line.get_ydata()] == [tau] * 4
+        assert e.fig.get_suptitle() == e.describe()
+        top = int(np.argmax(weights))
+        assert f'gives {weights[top]:.2f} of its weight to "{e.view.words[top]}"' in e.describe()
+        e.fig.canvas.draw()
+        assert texts_outside(e.fig) == []
+    assert e.views["sqrt(d)"].temperature == 4.0  # sqrt(16)
+    # unbounded as trained; QK-norm at τ = √d spreads the weight the model put on one word
+    e.norm.value = "own"
+    assert "no bound" in e.describe() and e.view.largest_logit > 4 * 4.0
+    own_top = e.shown()[1].max()
+    e.norm.value = "sqrt(d)"
+    assert e.shown()[1].max() < own_top - 0.2

@@ -12,6 +12,7 @@ from attention_lib.lessons.research import (
     alignment_table,
     fit_qk_temperature,
     format_table,
+    head_table,
     qk_norm_view,
     saturation_table,
     score_gradient_check,
@@ -101,3 +102,29 @@ def test_what_the_committed_models_show():
     assert 0.5 < growth["exponent"] < 1.0  # between independence (1/2) and alignment (1)
     view = qk_norm_view(name="none_d16")
     assert view.largest_logit > 4 * view.temperature  # unbounded without QK-norm
+
+
+def test_the_head_table_reads_every_head_of_a_checkpoint():
+    report = load_report()
+    rows = head_table(report, ["none_d16", "inv_d64"])
+    assert [(r["model"], r["layer"], r["head"]) for r in rows[:5]] == [
+        ("none_d16", 1, 1),
+        ("none_d16", 1, 2),
+        ("none_d16", 1, 3),
+        ("none_d16", 1, 4),
+        ("none_d16", 2, 1),
+    ]
+    assert len(rows) == 16 and {r["step"] for r in rows} == {1500}
+    last = report["models"]["inv_d64"]["checkpoints"][-1]["heads"]
+    row = rows[8 + 4 + 2]  # inv_d64, layer 2, head 3
+    assert (row["model"], row["layer"], row["head"]) == ("inv_d64", 2, 3)
+    for metric in ("logit_spread", "entropy", "log_keys", "jacobian_norm", "saturated_fraction"):
+        assert row[metric] == last[metric][1][2]
+    # the mean over heads is what the saturation table reports
+    sat = {r["model"]: r for r in saturation_table(report)}
+    mean_j = np.mean([r["jacobian_norm"] for r in rows if r["model"] == "none_d16"])
+    assert mean_j == pytest.approx(sat["none_d16"]["jacobian_end"], rel=1e-12)
+    first = head_table(report, ["none_d16"], checkpoint=0)
+    assert {r["step"] for r in first} == {0}
+    with pytest.raises(IndexError, match="checkpoint 21 out of range: none_d16 has 21"):
+        head_table(report, ["none_d16"], checkpoint=21)

@@ -10,24 +10,43 @@ row, and recomputes the curve only for a custom multiplier.
 
 `training_figure` draws two runs of `attention_lib.lessons.theory.train_retrieval_head`
 side by side: loss and attention entropy against the training step.
+
+`QKNormExplorer` toggles QK-norm on and off over a trained model's own
+queries and keys (`attention_lib.lessons.research.qk_norm_view`): one
+query's scores and weights, the model's against unit-length q and k times a
+temperature τ (sqrt(d), or the τ fitted to the model's weights).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import ipywidgets as widgets
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..lessons.scaling_stats import POWER_OF_TWO_WIDTHS, sweep_widths
-from ..lessons.theory import RetrievalRun, jacobian_norm_table, reduce_norms, softmax_jacobian
+from ..lessons.theory import (
+    RetrievalRun,
+    dot_product_samples,
+    jacobian_norm_table,
+    reduce_norms,
+    softmax_jacobian,
+)
 from ..normalisers import softmax
 from .base import Explorer, key_weight_bars
-from .controls import WidthAndScale
+from .controls import WidthAndScale, fit_label
 from .scaling import rule_name
 
-__all__ = ["GradientExplorer", "describe_training", "headline", "training_figure"]
+__all__ = [
+    "GradientExplorer",
+    "QKNormExplorer",
+    "describe_training",
+    "headline",
+    "spread_figure",
+    "training_figure",
+]
 
 _FIXED_RULES = ("none", "1/sqrt(d)", "1/d")
 
@@ -35,6 +54,13 @@ _FIXED_RULES = ("none", "1/sqrt(d)", "1/d")
 FLAT_RATIO = 1.5
 #: A median norm at or below this at every width: the gradient's gate is shut.
 SHUT = 1e-3
+#: Norms below this are printed as a bound: their digits are rounding noise, not the lesson.
+TINY = 1e-12
+
+
+def _norm_text(x: float) -> str:
+    """A norm in 3 significant digits, or "< 1e-12" below `TINY`."""
+    return f"< {TINY:g}" if x < TINY else f"{x:.3g}"
 
 
 def headline(
@@ -208,7 +234,7 @@ class GradientExplorer(WidthAndScale, Explorer):
             f"{self.setting()}: "
             f"mean ‖J‖ {self.current_norm():.3f}, median {self.current_norm('median'):.2g}; "
             f"example row: top weight {p.max():.3f}, "
-            f"‖J‖ {np.linalg.norm(self.example_jacobian()):.3g}"
+            f"‖J‖ {_norm_text(float(np.linalg.norm(self.example_jacobian())))}"
         )
 
     # -- drawing -----------------------------------------------------------------
@@ -322,3 +348,166 @@ def training_figure(unscaled: RetrievalRun, scaled: RetrievalRun, window: int = 
     ax_ent.legend(fontsize=8)
     fig.suptitle(describe_training(unscaled, scaled, window), fontsize=10)
     return fig
+
+
+def spread_figure(width: int = 256, samples: int = 5_000, seed: int = 2) -> Figure:
+    """Histograms of ``samples`` dot products q·k of width ``width`` (unit-variance
+    components, `dot_product_samples`), raw and divided by sqrt(width), on one axis.
+
+    The title states both standard deviations, computed from the samples. The
+    figure (840 px wide) is not known to pyplot: ``display(fig)`` it. Raises
+    ValueError as `dot_product_samples` does for a bad width or sample count.
+    """
+    raw = dot_product_samples(width, samples=samples, rng=seed)  # (samples,)
+    scaled = raw / np.sqrt(width)  # (samples,)
+    fig = Figure(figsize=(8.4, 3.0), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    edge = float(np.abs(raw).max())
+    bins = np.linspace(-edge, edge, 121)  # (121,)
+    ax.hist(raw, bins=bins, color="tab:red", alpha=0.6, label=f"q·k: std {raw.std():.1f}")
+    ax.hist(
+        scaled,
+        bins=bins,
+        color="tab:blue",
+        alpha=0.6,
+        label=f"q·k / √{width}: std {scaled.std():.2f}",
+    )
+    ax.set_xlabel("score (a logit before the softmax)")
+    ax.set_ylabel(f"count of {samples:,} pairs")
+    ax.legend(fontsize=9)
+    ax.set_title(
+        f"{samples:,} random query-key pairs of width d = {width}: raw scores spread "
+        f"{raw.std() / scaled.std():.0f}× wider than scaled ones",
+        fontsize=10,
+    )
+    return fig
+
+
+# -- QK-norm on a trained model --------------------------------------------------------------
+
+_QK_OPTIONS = ("own", "sqrt(d)", "fit")
+
+
+class QKNormExplorer(Explorer):
+    """QK-norm, on and off, over one query of a trained model (notebook 04).
+
+    Control: ``norm`` (ToggleButtons, labelled "as trained" and "QK-norm, τ =
+    ..."): ``"own"`` (the model's own scores), ``"sqrt(d)"`` (unit-length q
+    and k times τ = sqrt(d)) or ``"fit"`` (τ fitted to the model's weights,
+    `fit_qk_temperature`). Left, the query's
+    scores over the words it may see, with the band ±τ under QK-norm; right,
+    its weights. ``views`` holds the three `QKNormView`s (computed once);
+    ``view`` the current one. The model is loaded when built (torch).
+    """
+
+    def __init__(
+        self,
+        sentence: str = "the dog was next to the bells and then it barked",
+        name: str = "none_d16",
+    ) -> None:
+        from ..lessons.model_figures import MODEL_LABELS
+        from ..lessons.research import qk_norm_view
+
+        own = qk_norm_view(sentence, name)  # its QK-norm fields use tau = sqrt(d)
+        self.views = {"own": own, "sqrt(d)": own, "fit": qk_norm_view(sentence, name, "fit")}
+        self.model_label = MODEL_LABELS.get(name, name)
+        words = own.words
+        n = len(words)
+        scores = [own.logits, own.qk_logits, self.views["fit"].qk_logits]
+        taus = [v.temperature for v in self.views.values()]
+        top = max(max(float(np.abs(s).max()) for s in scores), *taus) * 1.1
+
+        fig = self._make_figure(figsize=(8.4, 3.9), layout="constrained")
+        self.ax_scores, self.ax_weights = fig.subplots(1, 2)
+        x = np.arange(n)  # (n,)
+        self.score_bars = self.ax_scores.bar(x, np.zeros(n), color="tab:blue")
+        self.band = [
+            self.ax_scores.axhline(
+                sign * 1.0, color="tab:green", ls="--", lw=1, label="±τ (QK-norm)"
+            )
+            for sign in (1, -1)
+        ]
+        self.ax_scores.axhline(0, color="black", lw=0.6)
+        self.ax_scores.set_ylim(-top, top)
+        self.ax_scores.set_ylabel("score of the query against each word")
+        self.ax_scores.legend(handles=self.band[:1], loc="lower left", fontsize=8)
+        self.weight_bars = self.ax_weights.bar(x, np.zeros(n), color="tab:orange")
+        self.ax_weights.set_ylim(0, 1.1)
+        self.ax_weights.set_ylabel("attention weight")
+        for ax in (self.ax_scores, self.ax_weights):
+            ax.set_xticks(x, words, rotation=60, fontsize=8)
+            ax.set_xlabel(f'word looked at (the query is "{words[-1]}")')
+        self.title = fig.suptitle("", fontsize=10)
+
+        layer, head = own.head
+        # short labels: three buttons on one line in a 577 px cell (1024 x 768, file browser open)
+        labels = {
+            "own": "as trained",
+            "sqrt(d)": f"QK-norm, τ = {own.temperature:.2g}",
+            "fit": f"QK-norm, τ = {self.views['fit'].temperature:.2g}",
+        }
+        self.norm = fit_label(
+            widgets.ToggleButtons(
+                options=[(labels[k], k) for k in _QK_OPTIONS], value="own", description="scores"
+            )
+        )
+        self.norm.style.button_width = "auto"
+        self.norm.layout.width = "auto"
+        self.head_text = f"layer {layer + 1}, head {head + 1}"
+        self._watch(self.norm)
+        self.live = [
+            *self.score_bars,
+            *self.weight_bars,
+            *self.band,
+            self.ax_scores.title,
+            self.ax_weights.title,
+            self.title,
+        ]
+        self.update()
+
+    @property
+    def view(self):
+        """The `QKNormView` of the current setting."""
+        return self.views[self.norm.value]
+
+    def shown(self) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, weights) drawn now, each (n,)."""
+        v = self.view
+        if self.norm.value == "own":
+            return v.logits, v.weights
+        return v.qk_logits, v.qk_weights
+
+    def describe(self) -> str:
+        """The figure's headline: the largest |score| over the sentence and the top weight."""
+        v, (_, weights) = self.view, self.shown()
+        top = int(np.argmax(weights))
+        if self.norm.value == "own":
+            bound = f"largest |score| over the sentence {v.largest_logit:.2g}, no bound"
+        else:
+            bound = (
+                f"every score within ±τ = ±{v.temperature:.2g} "
+                f"(largest over the sentence {v.largest_qk_logit:.2g})"
+            )
+        return (
+            f"{self.model_label}, {self.head_text}: {bound};\n"
+            f'"{v.words[-1]}" gives {weights[top]:.2f} of its weight to "{v.words[top]}"'
+        )
+
+    def update(self) -> None:
+        """Redraw the bars, the ±τ band and the titles."""
+        scores, weights = self.shown()
+        for bar, value in zip(self.score_bars, scores, strict=True):
+            bar.set_height(float(value))
+        for bar, value in zip(self.weight_bars, weights, strict=True):
+            bar.set_height(float(value))
+        qk = self.norm.value != "own"
+        tau = self.view.temperature
+        for sign, line in zip((1, -1), self.band, strict=True):
+            line.set_ydata([sign * tau, sign * tau])
+            line.set_visible(qk)
+        self.ax_scores.set_title(
+            f"scores from {float(scores.min()):.2g} to {float(scores.max()):.2g}", fontsize=10
+        )
+        self.ax_weights.set_title(f"weights: top {float(weights.max()):.2f}", fontsize=10)
+        self.title.set_text(self.describe())

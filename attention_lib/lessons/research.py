@@ -14,6 +14,9 @@
   got. Yang et al. (2022), Tensor Programs V (arXiv:2203.03466), argue that
   training correlates q and k, so q·k grows like d, not sqrt(d), and scale
   1/d keeps logits of order one as the width grows (μP).
+- `head_table`: every head of each trained model at one checkpoint: its
+  logit spread, attention entropy (and ln n, that of even weights),
+  softmax-Jacobian norm and share of saturated rows.
 - `width_growth`: the same scale rule at two head widths: does the raw q·k
   grow like sqrt(d) (independence) or like d (alignment)?
 - `qk_norm_view`: QK-norm (Dehghani et al., 2023, arXiv:2302.05442, as in
@@ -51,6 +54,7 @@ __all__ = [
     "alignment_table",
     "fit_qk_temperature",
     "format_table",
+    "head_table",
     "qk_norm_view",
     "saturation_table",
     "score_gradient_check",
@@ -180,6 +184,40 @@ def alignment_table(
                 "spread_end": float(_heads(last, "logit_spread").mean()),
             }
         )
+    return rows
+
+
+def head_table(
+    report: dict[str, Any] | None = None,
+    names: Sequence[str] | None = None,
+    checkpoint: int = -1,
+) -> list[dict[str, Any]]:
+    """One row per head (model, then layer, then head; layers and heads counted from 1)
+    at checkpoint index ``checkpoint`` (default the last): ``step``, ``logit_spread``
+    (std of the scaled scores), ``entropy`` and ``log_keys`` (nats; ln n is even
+    weights), ``jacobian_norm`` and ``saturated_fraction``, read from the report.
+    Raises IndexError for a checkpoint the report does not have."""
+    rows = []
+    for name, run in _runs(report, names).items():
+        checkpoints = run["checkpoints"]
+        if not -len(checkpoints) <= checkpoint < len(checkpoints):
+            raise IndexError(
+                f"checkpoint {checkpoint} out of range: {name} has {len(checkpoints)} checkpoints"
+            )
+        entry = checkpoints[checkpoint]
+        metrics = ("logit_spread", "entropy", "log_keys", "jacobian_norm", "saturated_fraction")
+        values = {m: _heads(entry, m) for m in metrics}  # each (layers, H)
+        layers, heads = values["entropy"].shape
+        for layer in range(layers):
+            for head in range(heads):
+                row = {
+                    "model": name,
+                    "label": MODEL_LABELS.get(name, name),
+                    "step": entry["step"],
+                    "layer": layer + 1,
+                    "head": head + 1,
+                }
+                rows.append(row | {m: float(v[layer, head]) for m, v in values.items()})
     return rows
 
 

@@ -433,7 +433,7 @@ def _scale_label(scale: float | None) -> str:
     return "no scaling" if scale == 1.0 else "1/sqrt(d)" if scale is None else f"scale {scale:g}"
 
 
-ROWS = ("first loss", "first entropy", "reached", "final loss", "entropy")
+ROWS = ("first loss", "first entropy", "reached", "floor", "final loss", "entropy")
 
 
 @dataclass(frozen=True)
@@ -448,8 +448,10 @@ class RetrievalComparison:
       before any update (they agree to about six digits across CPUs; two are
       printed): rows "first loss" and "first entropy";
     - how many seeds land on each side of a threshold: the smoothed loss
-      below ``loss_level`` within ``within`` steps ("reached"); the mean loss
-      of the last ``final_steps`` steps below ``final_level`` ("final loss");
+      below ``loss_level`` within ``within`` steps ("reached"); the smoothed
+      loss above ``floor_level`` at every step ("floor": a head that never
+      gets near the answer); the mean loss of the last ``final_steps`` steps
+      below ``final_level`` ("final loss");
       the entropy below ``entropy_level`` nats at every step ("entropy").
       A count is the same on every machine when every seed misses the
       threshold by a wide margin; the tests check that margin for each claim
@@ -466,6 +468,7 @@ class RetrievalComparison:
     final_level: float = 0.01
     final_steps: int = 20
     entropy_level: float = 1.0
+    floor_level: float = 0.05
     show: tuple[str, ...] = ROWS
 
     def __post_init__(self) -> None:
@@ -485,6 +488,10 @@ class RetrievalComparison:
         """Per seed: did the smoothed loss fall below ``loss_level`` within ``within`` steps?"""
         steps = [run.steps_to_loss(self.loss_level) for run in self._runs(label)]
         return np.array([s is not None and s <= self.within for s in steps])
+
+    def lowest_smoothed_loss(self, label: str) -> np.ndarray:
+        """Each seed's lowest smoothed loss (trailing mean of 10 steps) over the run: (seeds,)."""
+        return np.array([run.smoothed_loss().min() for run in self._runs(label)])
 
     def final_loss(self, label: str) -> np.ndarray:
         """Each seed's mean loss over its last ``final_steps`` steps: (seeds,)."""
@@ -523,6 +530,10 @@ class RetrievalComparison:
             "reached": (
                 f"smoothed loss below {self.loss_level:g} within {self.within} steps",
                 [count(self.reached_within(x)) for x in self.labels],
+            ),
+            "floor": (
+                f"smoothed loss above {self.floor_level:g} at every step",
+                [count(self.lowest_smoothed_loss(x) > self.floor_level) for x in self.labels],
             ),
             "final loss": (
                 f"mean loss of the last {self.final_steps} steps below {self.final_level:g}",
@@ -564,6 +575,7 @@ def compare_retrieval_heads(
     final_level: float = 0.01,
     final_steps: int = 20,
     entropy_level: float = 1.0,
+    floor_level: float = 0.05,
     **kwargs: Any,
 ) -> RetrievalComparison:
     """`train_retrieval_head` once per seed for each scale; the runs and what they share.
@@ -599,5 +611,6 @@ def compare_retrieval_heads(
         final_level=final_level,
         final_steps=final_steps,
         entropy_level=entropy_level,
+        floor_level=floor_level,
         show=tuple(show),
     )

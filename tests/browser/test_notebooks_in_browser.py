@@ -271,6 +271,19 @@ def check_gradient(values: Values, inputs: dict, fig: Figure) -> None:
     _close(jacobian_ax["images"][0], softmax_jacobian(example), EXACT, "its Jacobian heatmap")
 
 
+def check_qk_norm(values: Values, inputs: dict, fig: Figure) -> None:
+    norm = str(values["norm"])
+    scores_ax, weights_ax = fig["axes"][:2]
+    expected = np.array(inputs["scores"][norm])  # (n,): the kernel's view of this setting
+    scores, weights = np.array(scores_ax["heights"]), np.array(weights_ax["heights"])
+    _close(scores, expected, EXACT, f"the query's scores ({norm})")
+    _close(weights, softmax(expected), EXACT, "the weights: the softmax of the scores drawn")
+    if norm != "own":
+        tau = float(inputs["tau"][norm])
+        assert np.abs(scores).max() <= tau + 1e-12, f"a QK-norm score beyond ±τ = {tau}"
+    assert f"gives {weights.max():.2f} of its weight" in fig["suptitle"], fig["suptitle"]
+
+
 ALTERNATIVE_NORMALISERS = {
     "softmax": softmax,
     "softmax1": softmax1,
@@ -308,6 +321,12 @@ CHECKS: dict[str, Check] = {
     "GradientExplorer": Check(
         '{"logits": e.sweep.logits[e.width.value], "example": e.example}', check_gradient
     ),
+    "QKNormExplorer": Check(
+        '{"scores": {"own": e.views["own"].logits, "sqrt(d)": e.views["sqrt(d)"].qk_logits, '
+        '"fit": e.views["fit"].qk_logits}, '
+        '"tau": {k: v.temperature for k, v in e.views.items()}}',
+        check_qk_norm,
+    ),
     "OnlineSoftmaxExplorer": Check('{"scores": e.trace.scores}', check_online_softmax),
     "TilingExplorer": Check('{"query": e.query, "key": e.key, "value": e.value}', check_tiling),
     "AlternativesExplorer": Check(
@@ -328,6 +347,7 @@ MUST_MOVE: dict[str, set[tuple[str, str]]] = {
     "04_researcher_variance_and_gradients": {
         ("GradientExplorer", "width"),
         ("GradientExplorer", "rule"),
+        ("QKNormExplorer", "norm"),
     },
     "06_researcher_alternatives": {
         ("AlternativesExplorer", "width"),
