@@ -142,8 +142,8 @@ def ipympl_backend(monkeypatch):
     """pyplot's backend is ipympl for the test; every comm opened is recorded, not sent."""
     import matplotlib.pyplot as plt
 
+    backend = matplotlib.get_backend()  # before the import: importing ipympl selects it
     pytest.importorskip("ipympl")
-    backend = matplotlib.get_backend()
     opened = []
 
     class Comm:
