@@ -135,7 +135,7 @@ def check_slots(values: Values, inputs: dict, fig: Figure) -> None:
     divisor = math.sqrt(d) if values["divide"] else 1.0
     hist, shares_ax = fig["axes"][0], fig["axes"][1]
     assert re.match(rf"{d} slots?\b", hist["title"]), hist["title"]
-    spread = _number(r"±([\d.]+)", hist["title"])
+    spread = _number(r"typical size ([\d.]+)$", hist["title"])
     expected_spread = math.sqrt(d) / divisor
     assert abs(spread / expected_spread - 1) <= SPREAD_RELATIVE + 0.05 / expected_spread, (
         f"typical size {spread} shown, library's sqrt(d)/divisor = {expected_spread:.3f}"
@@ -271,6 +271,29 @@ def check_gradient(values: Values, inputs: dict, fig: Figure) -> None:
     _close(jacobian_ax["images"][0], softmax_jacobian(example), EXACT, "its Jacobian heatmap")
 
 
+def check_where_it_looks(values: Values, inputs: dict, fig: Figure) -> None:
+    from attention_lib.lessons.model_views import where_it_looks
+
+    # the explorer runs the model at the slider's value rounded to 6 decimals
+    gaze = where_it_looks(
+        str(values["sentence"]), inputs["model"], round(float(values["volume"]), 6)
+    )
+    shares = gaze.shares(str(values["head"]))  # (n,)
+    n = len(shares)
+    ax = fig["axes"][0]
+    # the same weights and model run in this process: float32 noise at most
+    _close(ax["heights"][:n], shares, 1e-6, f"shares at {values}")
+    assert all(h == 0 for h in ax["heights"][n:]), "bars past the sentence's end"
+    top = int(np.argmax(shares))
+    assert f'"{gaze.query_word}" looks most at "{gaze.words[top]}"' in ax["title"], ax["title"]
+    if shares[top] >= 0.01:
+        shown = _number(r"\((\d+)%\)", ax["title"])
+        assert abs(shown - 100 * shares[top]) <= PERCENT_ROUNDING, (shown, shares[top])
+    verdict = " ".join(fig["axes"][1]["texts"])
+    assert f'next word is "{gaze.guess}"' in verdict, verdict
+    assert ("(right)" in verdict) == (gaze.guess == gaze.answer), verdict
+
+
 ALTERNATIVE_NORMALISERS = {
     "softmax": softmax,
     "softmax1": softmax1,
@@ -313,6 +336,7 @@ CHECKS: dict[str, Check] = {
     "AlternativesExplorer": Check(
         '{"query": e.inputs()[0], "key": e.inputs()[1]}', check_alternatives
     ),
+    "WhereItLooksExplorer": Check('{"model": e.model_name}', check_where_it_looks),
 }
 
 # Per notebook, the (explorer class, control) pairs the lesson relies on: the test fails
@@ -323,6 +347,8 @@ MUST_MOVE: dict[str, set[tuple[str, str]]] = {
         ("VolumeKnobExplorer", "volume"),
         ("SlotsExplorer", "slots"),
         ("SlotsExplorer", "divide"),
+        ("WhereItLooksExplorer", "sentence"),
+        ("WhereItLooksExplorer", "volume"),
     },
     "02_developer_scaling": {("ScalingExplorer", "width"), ("ScalingExplorer", "rule")},
     "04_researcher_variance_and_gradients": {
