@@ -439,6 +439,8 @@ def _readout_matches(control: dict, dom: dict) -> str | None:
         return None if abs(number - float(value)) <= bound else f"readout {shown}, kernel {value}"
     if dom["kind"] in ("toggle", "dropdown"):
         shown = dom["options"][dom["active"]] if dom["active"] >= 0 else None
+        if shown is not None:  # ipywidgets writes a dropdown option's spaces as U+00A0
+            shown = shown.replace("\u00a0", " ")
         return None if shown == str(label) else f"page shows {shown!r}, kernel {label!r}"
     if dom["kind"] == "checkbox":
         return (
