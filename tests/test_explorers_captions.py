@@ -98,13 +98,13 @@ def check_slots(e: SlotsExplorer) -> None:
     divisor = math.sqrt(d) if e.divide.value else 1.0
     totals = np.sum(e._q_pairs[:, :d] * e._k_pairs[:, :d], axis=-1) / divisor  # (N,)
     title = e.ax_hist.get_title()
-    shown(totals.std(), re.search(r"±([\d.]+)", title).group(1), 1)
+    shown(totals.std(), re.search(r"typical size ([\d.]+)$", title).group(1), 1)
     line = e.spread_lines[1].get_xdata()[0]
     inside = np.mean(np.abs(totals) <= line)
     legend = e.ax_hist.get_legend().get_texts()[0].get_text()
     assert legend == f"typical size: {inside:.0%} of totals lie between", legend
     top = heights(e.share_bars)[0]
-    assert e.ax_share.get_title() == f"the loudest voice gets {top:.0%} on average"
+    assert e.ax_share.get_title() == f"the loudest gets {top:.0%} on average"
 
 
 def check_nudge(e: NudgeExplorer) -> None:

@@ -14,6 +14,8 @@ from matplotlib.text import Text
 from support import control_values, frame_and_full_draw
 
 from attention_lib.explorers import HeadMapsExplorer, WhereItLooksExplorer
+from attention_lib.explorers.base import ExplorerBox
+from attention_lib.explorers.canvas import STILL_NOTE
 from attention_lib.explorers.trained import volume_words
 
 pytestmark = pytest.mark.filterwarnings("error")
@@ -21,6 +23,7 @@ pytestmark = pytest.mark.filterwarnings("error")
 EXPLORERS = {"WhereItLooks": WhereItLooksExplorer, "HeadMaps": HeadMapsExplorer}
 CONTROL_ROW_PX = 40  # one row of ipywidgets controls, as JupyterLab draws them
 MAX_HEIGHT_PX = 640
+SMALL_CELL_PX = 577  # a 1024 x 768 screen's output area, JupyterLab's file browser open
 
 
 @pytest.fixture
@@ -47,11 +50,22 @@ def test_every_frame_matches_a_full_redraw(explorer):
         assert wrong == 0, f"after {control.description!r} = {value!r}: {wrong} stale pixels"
 
 
+def control_rows(box: widgets.Box) -> list[widgets.HBox]:
+    """The rows of controls above the figure: HBoxes in the box, or in its controls' VBox."""
+    rows = []
+    for child in box.children:
+        if isinstance(child, widgets.HBox):
+            rows.append(child)
+        elif isinstance(child, widgets.VBox) and "al-controls" in child._dom_classes:
+            rows += [row for row in child.children if isinstance(row, widgets.HBox)]
+    return rows
+
+
 @pytest.mark.parametrize("explorer", list(EXPLORERS), indirect=True)
 def test_it_fits_a_laptop_screen_with_its_controls(explorer):
     width, height = explorer.fig.get_size_inches()
     assert width <= 8
-    rows = [c for c in explorer.widget.children if isinstance(c, widgets.HBox)]
+    rows = control_rows(explorer.widget)
     assert height * explorer.fig.dpi + CONTROL_ROW_PX * len(rows) <= MAX_HEIGHT_PX
     shown = {id(c) for row in rows for c in row.children}
     assert shown == {id(c) for c in explorer.controls}, "every control is displayed"
@@ -73,6 +87,26 @@ def test_every_label_is_inside_the_figure(explorer):
                 and extent.y0 >= box.y0 - 1
                 and extent.y1 <= box.y1 + 1
             ), f"{text.get_text()!r} is cut off after {control.description} = {value!r}"
+
+
+def test_the_beginner_explorer_leaves_a_still_picture_and_fits_a_small_screen():
+    e = WhereItLooksExplorer()
+    box = e.widget
+    assert isinstance(box, ExplorerBox) and box is e.widget, "one still-picture box"
+    assert "al-explorer" in box._dom_classes
+    bundle = box._repr_mimebundle_()
+    assert STILL_NOTE in bundle["text/html"] and STILL_NOTE in bundle["text/plain"]
+    assert "VBox(" not in bundle["text/plain"]
+    assert '<img src="data:image/png;base64,' in bundle["text/html"]
+    controls, *_, note = box.children
+    assert "al-controls" in controls._dom_classes and "al-note" in note._dom_classes
+    assert [row.children for row in controls.children] == [(c,) for c in e.controls]
+    for control in e.controls:  # labels whole, the slider's track at least 150 px
+        assert control.style.description_width == "initial", control.description
+    total = int(e.volume.layout.width.removesuffix("px"))
+    assert total - 7.5 * len(e.volume.description) - 72 - 30 >= 150
+    assert total <= SMALL_CELL_PX and int(e.sentence.layout.width[:-2]) <= SMALL_CELL_PX
+    plt.close(e.fig)
 
 
 def test_the_beginner_explorer_speaks_plain_words():

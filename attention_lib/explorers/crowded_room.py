@@ -166,23 +166,31 @@ def three_steps(
     )
 
 
-def _row(xs: np.ndarray, decimals: int) -> str:
-    return "[ " + ",  ".join(f"{x:.{decimals}f}" for x in xs) + " ]"
-
-
 def format_three_steps(steps: ThreeSteps) -> str:
-    """The three steps laid out as the lesson draws them, rounded as it prints them."""
+    """The three steps as a small table, one column per word, rounded as the lesson prints them.
+
+    Plain columns, no brackets: the beginner's notebook prints it as is.
+    """
+    width = max(6, *(len(w) + 2 for w in steps.words))
+    label_width = 26
+
+    def row(label: str, xs: np.ndarray, decimals: int, after: str = "") -> str:
+        cells = "".join(f"{x:>{width}.{decimals}f}" for x in xs)
+        return f"{label:<{label_width}}{cells}{after}"
+
     mixed = ", ".join(
         f"{name} {x:.2f}" for name, x in zip(steps.features, steps.mixed, strict=True)
     )
-    rows = [
-        ("the words", ", ".join(steps.words)),
-        ('score "it" against each', _row(steps.scores, 1)),
-        (f"turn down (÷ {steps.divisor:.2f})", _row(steps.turned_down, 1)),
-        ("share out", f"{_row(steps.shares, 2)}   (adds up to {steps.shares.sum():.2f})"),
-        ('mix into a new "it"', mixed),
+    mix_label = 'mix into a new "it"'
+    mix_label = 'mix into a new "it"'
+    lines = [
+        f"{'':<{label_width}}" + "".join(f"{w:>{width}}" for w in steps.words),
+        row('score "it" against each', steps.scores, 1),
+        row(f"turn down (÷ {steps.divisor:.2f})", steps.turned_down, 1),
+        row("share out", steps.shares, 2, f"   (adds up to {steps.shares.sum():.2f})"),
+        f"{mix_label:<{label_width}}{mixed}",
     ]
-    return "\n".join(f"{label + ':':<26} {text}" for label, text in rows)
+    return "\n".join(lines)
 
 
 def changed_hands(before: np.ndarray, after: np.ndarray) -> float:
@@ -418,7 +426,9 @@ class SlotsExplorer(Explorer):
 
     BIN_EDGES = np.arange(-64.0, 64.1, 2.0)  # (65,), totals beyond ±64 counted in the end bins
 
-    def __init__(self, seed: int = 0, pairs: int = 2000, trials: int = 1000, keys: int = 6) -> None:
+    def __init__(
+        self, seed: int = 0, pairs: int = 2000, trials: int = 1000, keys: int = len(FRIENDS)
+    ) -> None:
         if pairs < 2 or trials < 1 or keys < 2:
             raise ValueError(
                 f"need pairs >= 2, trials >= 1, keys >= 2; got {pairs}, {trials}, {keys}"
@@ -514,8 +524,8 @@ class SlotsExplorer(Explorer):
 
         how = f"divided by {divisor:.1f}" if self.divide.value else "raw, not divided"
         slots = "1 slot" if d == 1 else f"{d} slots"
-        self.ax_hist.set_title(f"{slots}, {how}: typical size ±{self.spread:.1f}")
-        self.ax_share.set_title(f"the loudest voice gets {top:.0%} on average")
+        self.ax_hist.set_title(f"{slots}, {how}: typical size {self.spread:.1f}")
+        self.ax_share.set_title(f"the loudest gets {top:.0%} on average")
 
 
 class NudgeExplorer(Explorer):

@@ -25,7 +25,8 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
-from .base import Explorer
+from .base import Explorer, ExplorerBox
+from .controls import fit_label, fit_slider
 
 __all__ = ["HeadMapsExplorer", "WhereItLooksExplorer", "volume_words"]
 
@@ -129,42 +130,52 @@ class WhereItLooksExplorer(_RedrawsWords, Explorer):
             fontsize=11,
         )
 
-        self.sentence = widgets.Dropdown(
-            options=options,
-            value=options[0],
-            description="sentence",
-            layout={"width": "470px"},
+        self.sentence = fit_label(
+            widgets.Dropdown(
+                options=options,
+                value=options[0],
+                description="sentence",
+                layout={"width": "470px"},
+            )
         )
-        self.head = widgets.ToggleButtons(
-            options=[
-                (f"the pronoun-finding head (layer {layer + 1}, head {head + 1})", "pointer"),
-                (f"all {heads} heads averaged", "average"),
-            ],
-            value="pointer",
-            style={"button_width": "auto"},
+        self.head = fit_label(
+            widgets.ToggleButtons(
+                options=[
+                    (f"the pronoun-finding head (layer {layer + 1}, head {head + 1})", "pointer"),
+                    (f"all {heads} heads averaged", "average"),
+                ],
+                value="pointer",
+                style={"button_width": "auto"},
+                layout={"width": "auto"},
+            )
         )
-        self.volume = widgets.FloatLogSlider(
-            value=1.0,
-            base=10,
-            min=-1.3,
-            max=1.3,
-            step=0.05,
-            description="volume (1 = as trained)",
-            readout_format=".2f",
-            style={"description_width": "initial"},
-            layout={"width": "470px"},
+        self.volume = fit_slider(
+            widgets.FloatLogSlider(
+                value=1.0,
+                base=10,
+                min=-1.3,
+                max=1.3,
+                step=0.05,
+                description="volume (1 = as trained)",
+                readout_format=".2f",
+            ),
+            track_px=240,
         )
         self._watch(self.sentence, self.head, self.volume)
         self.live = [*self.bars, self.top_label, *self.arcs, self.guess_text, ax.title]
         self.update()
 
     @property
-    def widget(self) -> widgets.VBox:
-        """Two rows of controls above the figure (one row would be wider than a notebook)."""
-        box = super().widget
-        return widgets.VBox(
-            [widgets.HBox([self.sentence, self.head]), widgets.HBox([self.volume]), box.children[1]]
-        )
+    def widget(self) -> ExplorerBox:
+        """The explorer's box (`ExplorerBox`: a still picture when the kernel is gone), with
+        its controls one to a row: sentence, head, volume (each row fits the 577 px cell
+        of a 1024 px screen with the file browser open)."""
+        if self._box is None:
+            box = super().widget
+            rows = widgets.VBox([widgets.HBox([control]) for control in self.controls])
+            rows.add_class("al-controls")  # hidden, as one row is, when the kernel is gone
+            box.children = (rows, *box.children[1:])
+        return self._box
 
     def update(self) -> None:
         self.gaze = gaze = self._gaze(self.sentence.value, round(float(self.volume.value), 6))

@@ -135,7 +135,7 @@ def check_slots(values: Values, inputs: dict, fig: Figure) -> None:
     divisor = math.sqrt(d) if values["divide"] else 1.0
     hist, shares_ax = fig["axes"][0], fig["axes"][1]
     assert re.match(rf"{d} slots?\b", hist["title"]), hist["title"]
-    spread = _number(r"±([\d.]+)", hist["title"])
+    spread = _number(r"typical size ([\d.]+)$", hist["title"])
     expected_spread = math.sqrt(d) / divisor
     assert abs(spread / expected_spread - 1) <= SPREAD_RELATIVE + 0.05 / expected_spread, (
         f"typical size {spread} shown, library's sqrt(d)/divisor = {expected_spread:.3f}"
@@ -284,6 +284,29 @@ def check_qk_norm(values: Values, inputs: dict, fig: Figure) -> None:
     assert f"gives {weights.max():.2f} of its weight" in fig["suptitle"], fig["suptitle"]
 
 
+def check_where_it_looks(values: Values, inputs: dict, fig: Figure) -> None:
+    from attention_lib.lessons.model_views import where_it_looks
+
+    # the explorer runs the model at the slider's value rounded to 6 decimals
+    gaze = where_it_looks(
+        str(values["sentence"]), inputs["model"], round(float(values["volume"]), 6)
+    )
+    shares = gaze.shares(str(values["head"]))  # (n,)
+    n = len(shares)
+    ax = fig["axes"][0]
+    # the same weights and model run in this process: float32 noise at most
+    _close(ax["heights"][:n], shares, 1e-6, f"shares at {values}")
+    assert all(h == 0 for h in ax["heights"][n:]), "bars past the sentence's end"
+    top = int(np.argmax(shares))
+    assert f'"{gaze.query_word}" looks most at "{gaze.words[top]}"' in ax["title"], ax["title"]
+    if shares[top] >= 0.01:
+        shown = _number(r"\((\d+)%\)", ax["title"])
+        assert abs(shown - 100 * shares[top]) <= PERCENT_ROUNDING, (shown, shares[top])
+    verdict = " ".join(fig["axes"][1]["texts"])
+    assert f'next word is "{gaze.guess}"' in verdict, verdict
+    assert ("(right)" in verdict) == (gaze.guess == gaze.answer), verdict
+
+
 ALTERNATIVE_NORMALISERS = {
     "softmax": softmax,
     "softmax1": softmax1,
@@ -332,6 +355,7 @@ CHECKS: dict[str, Check] = {
     "AlternativesExplorer": Check(
         '{"query": e.inputs()[0], "key": e.inputs()[1]}', check_alternatives
     ),
+    "WhereItLooksExplorer": Check('{"model": e.model_name}', check_where_it_looks),
 }
 
 # Per notebook, the (explorer class, control) pairs the lesson relies on: the test fails
@@ -342,6 +366,8 @@ MUST_MOVE: dict[str, set[tuple[str, str]]] = {
         ("VolumeKnobExplorer", "volume"),
         ("SlotsExplorer", "slots"),
         ("SlotsExplorer", "divide"),
+        ("WhereItLooksExplorer", "sentence"),
+        ("WhereItLooksExplorer", "volume"),
     },
     "02_developer_scaling": {("ScalingExplorer", "width"), ("ScalingExplorer", "rule")},
     "04_researcher_variance_and_gradients": {
@@ -433,6 +459,8 @@ def _readout_matches(control: dict, dom: dict) -> str | None:
         return None if abs(number - float(value)) <= bound else f"readout {shown}, kernel {value}"
     if dom["kind"] in ("toggle", "dropdown"):
         shown = dom["options"][dom["active"]] if dom["active"] >= 0 else None
+        if shown is not None:  # ipywidgets writes a dropdown option's spaces as U+00A0
+            shown = shown.replace("\u00a0", " ")
         return None if shown == str(label) else f"page shows {shown!r}, kernel {label!r}"
     if dom["kind"] == "checkbox":
         return (
