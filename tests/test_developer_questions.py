@@ -115,3 +115,21 @@ def test_run_with_backend_refuses_an_unknown_name():
         run_with_backend("FASTEST", q, q, q)
     with pytest.raises(RuntimeError, match="No viable backend"):
         run_with_backend("CUDNN_ATTENTION", q, q, q)
+
+
+def test_agreement_between_different_paths_is_printed_as_a_bound_even_when_it_is_zero():
+    # two paths that round alike on one CPU may not on another: the printout must not change
+    from dataclasses import replace
+
+    from attention_lib.lessons.developer_questions import _bound
+
+    assert _bound(0.0) == "within 1e-05"
+    assert _bound(0.0, torch.float64) == "within 1e-12"
+    assert _bound(0.0, same_path=True) == "identical"
+    assert _bound(3e-5).startswith("3.00e-05, MORE than")
+    cases = [replace(c, full_row_error=0.0) for c in half_precision_masks()]
+    table = format_mask_cases(cases)
+    assert "exactly" not in table
+    assert "as if unmasked (within 4e-03)" in table and "uniform (within 5e-07)" in table
+    ran = format_backends(sdpa_backends())
+    assert "MATH                 ran (agrees with MATH: identical)" in ran

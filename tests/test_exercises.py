@@ -15,6 +15,7 @@ from attention_lib.lessons.exercises import (
     HINT_NO_SCALE,
     HINT_TOO_FLAT_D,
     HINT_WRONG_AXIS,
+    SOLUTIONS,
     attention_cases,
     check_attention,
     check_scale_rule,
@@ -227,3 +228,25 @@ def test_scale_rule_refuses_bad_scales(bad) -> None:
 def test_scale_rule_refuses_an_unknown_expectation() -> None:
     with pytest.raises(ValueError, match="expect must be None or one of"):
         check_scale_rule(lambda d: 1 / d, expect="flat", verbose=False)
+
+
+# -- the solutions notebook 02 keeps hidden until an attempt passes ---------------------
+
+
+def _defined(solution):
+    scope = {"np": np, "math": math, "softmax": softmax}
+    exec(solution.code, scope)
+    return scope[solution.name]
+
+
+def test_the_scale_rule_solution_sharpens_as_the_exercise_asks():
+    rule = _defined(SOLUTIONS["under_divided"])
+    assert rule(16) == pytest.approx(0.5)
+    report = check_scale_rule(rule, expect="sharpen", verbose=False)
+    assert report.passed and report.behaviour == "sharpen"
+    assert "d^(1/4)" in SOLUTIONS["under_divided"].explanation
+
+
+def test_the_attention_solution_passes_every_case():
+    report = check_attention(_defined(SOLUTIONS["my_attention"]), verbose=False)
+    assert report.passed and len(report.cases) == 5

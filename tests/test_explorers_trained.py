@@ -149,3 +149,15 @@ def test_the_head_map_hatches_the_masked_cells_and_names_the_pronouns_row():
         assert title.startswith(f"layer {e.layer.value}, head {e.head.value}:"), control
         assert f'"{e.maps.words[e.maps.query]}" puts' in title
     plt.close(e.fig)
+
+
+def test_the_head_map_keeps_its_still_picture_for_a_page_without_a_kernel():
+    e = HeadMapsExplorer()
+    box = e.widget
+    assert box is e.widget, "one box per explorer"
+    bundle = box._repr_mimebundle_()
+    assert bundle["text/html"].startswith('<div class="al-still"><img src="data:image/png;base64,')
+    assert bundle["text/plain"].startswith("layer ")
+    rows = [c for c in box.children if "al-controls" in c._dom_classes]
+    assert [len(r.children) for r in rows] == [2, 2]
+    plt.close(e.fig)

@@ -318,16 +318,19 @@ class HeadMapsExplorer(_RedrawsWords, Explorer):
         self.update()
 
     @property
-    def widget(self) -> widgets.VBox:
-        """Two rows of controls above the figure."""
+    def widget(self) -> ExplorerBox:
+        """Two rows of controls above the figure, in the explorer's box (which keeps the
+        still picture for a page that cannot run it); each row wraps in a narrow cell."""
         box = super().widget
-        return widgets.VBox(
-            [
+        if len(box.children) == 3:  # controls, figure, still note: split the controls once
+            rows = [
                 widgets.HBox([self.sentence, self.model]),
                 widgets.HBox([self.layer, self.head]),
-                box.children[1],
             ]
-        )
+            for row in rows:
+                row.add_class("al-controls")
+            box.children = [*rows, *box.children[1:]]
+        return box
 
     def update(self) -> None:
         self.maps = maps = self._maps(self.sentence.value, self.model.value)

@@ -9,6 +9,9 @@
   the head width, and what it does to the mean top weight as d grows
   (notebook 02: divide by d and the weights flatten toward 1/keys; divide by
   less than sqrt(d) and they sharpen toward one).
+- `SOLUTIONS`: each exercise's solution code and the explanation that goes
+  with it, kept here so the notebook's code cells do not show the answer
+  before the learner tries (notebook 02 hands them to a solution gate).
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ from .rounding import format_difference
 from .scaling_stats import sweep_widths
 
 __all__ = [
+    "SOLUTIONS",
     "AttentionCheck",
     "CaseResult",
     "ScaleRuleCheck",
+    "Solution",
     "attention_cases",
     "check_attention",
     "check_scale_rule",
@@ -363,3 +368,42 @@ def check_scale_rule(
     if verbose:
         print(report)
     return report
+
+
+# -- the exercises' solutions --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Solution:
+    """One exercise's solution: ``code`` defines the function ``name``; ``explanation``
+    is the prose that would give the answer away if shown before an attempt."""
+
+    name: str
+    code: str
+    explanation: str
+
+
+SOLUTIONS: dict[str, Solution] = {
+    "under_divided": Solution(
+        "under_divided",
+        "def under_divided(d):\n    return d**-0.25  # divides by d^(1/4), less than sqrt(d)\n",
+        "Dividing by d^(1/4) under-corrects: the logits' spread becomes d^(1/2) / d^(1/4) = "
+        "d^(1/4), which still grows, so the winner's share climbs toward one. Dividing by d "
+        "over-corrects the other way (the spread 1/sqrt(d) shrinks and the weights slide toward "
+        "1/6). sqrt(d) is the one power of d that cancels the growth (exactly, in expectation, "
+        "for independent unit-variance components), so it alone holds the spread, and with it "
+        "the weights, level as d changes.",
+    ),
+    "my_attention": Solution(
+        "my_attention",
+        "def my_attention(q, k, v, mask=None):\n"
+        "    scores = q @ k.T / math.sqrt(q.shape[-1])  # (L, S)\n"
+        "    if mask is not None:\n"
+        "        scores = np.where(mask, scores, -np.inf)  # masked keys get no weight\n"
+        "    return softmax(scores, axis=-1) @ v  # (L, dv)\n",
+        "Scale the scores by 1/sqrt(d) where d is the query's last dimension, mask the scores "
+        "(not the weights) with -inf, and take the softmax over the last axis, the keys. Now "
+        "break it on purpose (divide by d, drop the scale, softmax over axis=0, mask after the "
+        "softmax) and read what the checker says about each.",
+    ),
+}

@@ -331,6 +331,61 @@ def check_alternatives(values: Values, inputs: dict, fig: Figure) -> None:
     assert f"d = {d}," in fig["suptitle"], fig["suptitle"]
 
 
+# The developer notebooks' explorers on the trained model and on the four mistakes.
+
+
+def check_head_maps(values: Values, inputs: dict, fig: Figure) -> None:
+    from attention_lib.lessons.model_views import attention_maps
+
+    maps = attention_maps(str(values["sentence"]), str(values["model"]))
+    layer, head = int(values["layer"]), int(values["head"])
+    row = maps.weights[layer, head, maps.query]  # (T,) the scored word's weights
+    top = int(np.argmax(row))
+    title = fig["axes"][0]["title"]
+    assert title.startswith(f"layer {layer}, head {head}:"), title
+    assert f'"{maps.words[maps.query]}" puts' in title and f'on "{maps.words[top]}"' in title, (
+        title,
+        maps.words[top],
+    )
+    shown = _number(r"puts (\d+)%", title)
+    assert abs(shown - 100 * row[top]) <= PERCENT_ROUNDING, (shown, row[top])
+    # the red box marks the scored word's row, from the first word to the diagonal
+    assert maps.query + 1 in fig["axes"][0]["widths"], fig["axes"][0]["widths"]
+
+
+def check_mistake(values: Values, inputs: dict, fig: Figure) -> None:
+    name, version = str(inputs["name"]), str(values["version"])
+    weights = np.array(inputs["weights"])  # (L, S) the matrix drawn on the left
+    left, right = fig["axes"][:2]
+    assert left["title"] == f"weights with the {version}", left["title"]
+    rows = weights.sum(axis=-1)  # (L,)
+    if name in ("wrong axis", "mask after softmax"):
+        _close(right["heights"][: rows.size], rows, EXACT, "row sums drawn")
+        ok = bool(np.allclose(rows, 1.0))
+        assert ok == (version == "fix"), (version, rows)
+        assert right["title"].startswith("every row sums to 1" if ok else "row sums"), right
+        if name == "wrong axis" and version == "mistake":
+            _close(weights.sum(axis=0), np.ones(weights.shape[1]), EXACT, "columns sum to 1")
+        if name == "mask after softmax":
+            assert np.all(np.triu(weights, k=1) == 0), "no weight on a later key"
+            leaks = "cannot move" not in right["title"]
+            assert leaks == (version == "mistake"), right["title"]
+    elif name == "model width":
+        top = weights.max(axis=-1).mean()
+        _close(right["heights"][:1], [top], EXACT, "head 1's mean top weight")
+        assert (
+            abs(
+                _number(r"mean top weight ([\d.]+)", right["title"]) - np.mean(right["heights"][:8])
+            )
+            <= 0.005 + 1e-9
+        ), right["title"]
+    else:  # scale as a knob: the marker sits at the mean top weight of the weights drawn
+        top = weights.max(axis=-1).mean()
+        markers = [line for line in right["lines"] if len(line) == 1]
+        _close(markers[0], [top], EXACT, "the in-use marker")
+        assert ("collapsed (above 0.9)" in right["title"]) == (top > 0.9), right["title"]
+
+
 CHECKS: dict[str, Check] = {
     "VolumeKnobExplorer": Check('{"relevance": e.relevance, "names": e.names}', check_volume_knob),
     "ThreeStepsExplorer": Check("{}", check_three_steps),
@@ -356,6 +411,8 @@ CHECKS: dict[str, Check] = {
         '{"query": e.inputs()[0], "key": e.inputs()[1]}', check_alternatives
     ),
     "WhereItLooksExplorer": Check('{"model": e.model_name}', check_where_it_looks),
+    "HeadMapsExplorer": Check("{}", check_head_maps),
+    "MistakeExplorer": Check('{"name": e.name, "weights": e.weights}', check_mistake),
 }
 
 # Per notebook, the (explorer class, control) pairs the lesson relies on: the test fails
