@@ -211,29 +211,17 @@ def main(argv: list[str] | None = None) -> int:
     names = [Path(n).name for n in args.notebooks] or [
         p.name for p in labdriver.numbered_notebooks()
     ]
-    from playwright.sync_api import sync_playwright
 
     started = time.time()
     results = []
-    with tempfile.TemporaryDirectory(prefix="latency-") as tmp:
-        work = Path(tmp)
-        root = labdriver.copy_notebooks(work / "notebooks")
-        with (
-            labdriver.running_lab(
-                work,
-                token=labdriver.random_token(),
-                root_dir=root,
-                extra_args=labdriver.lab_test_args(),
-            ) as server,
-            sync_playwright() as playwright,
-        ):
-            browser = labdriver.launch_chromium(playwright)
-            try:
-                for name in names:
-                    print(f"measuring {name} ...", flush=True)
-                    results.append(measure_notebook(browser, server, name, args.moves, args.rounds))
-            finally:
-                browser.close()
+    with (
+        tempfile.TemporaryDirectory(prefix="latency-") as tmp,
+        labdriver.scratch_lab(Path(tmp)) as server,
+        labdriver.chromium_browser() as browser,
+    ):
+        for name in names:
+            print(f"measuring {name} ...", flush=True)
+            results.append(measure_notebook(browser, server, name, args.moves, args.rounds))
     lines = report(results)
     print("\n".join(lines))
     out = REPO / "benchmarks" / "results" / f"latency-{args.machine}.json"

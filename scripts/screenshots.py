@@ -110,26 +110,14 @@ def main(argv: list[str] | None = None) -> int:
         names = [n for n in names if n[:2] in {f"{int(x):02d}" for x in args.numbers}]
     args.out.mkdir(parents=True, exist_ok=True)
 
-    from playwright.sync_api import sync_playwright
-
-    with tempfile.TemporaryDirectory() as scratch:
-        root = labdriver.copy_notebooks(Path(scratch) / "notebooks")
-        with (
-            labdriver.running_lab(
-                Path(scratch),
-                token=labdriver.random_token(),
-                root_dir=root,
-                extra_args=labdriver.lab_test_args(),
-            ) as server,
-            sync_playwright() as playwright,
-        ):
-            browser = labdriver.launch_chromium(playwright)
-            try:
-                for name in names:
-                    for path in shoot(browser, server, name, (width, height), args.out):
-                        print(path.relative_to(REPO) if path.is_relative_to(REPO) else path)
-            finally:
-                browser.close()
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        labdriver.scratch_lab(Path(scratch)) as server,
+        labdriver.chromium_browser() as browser,
+    ):
+        for name in names:
+            for path in shoot(browser, server, name, (width, height), args.out):
+                print(path.relative_to(REPO) if path.is_relative_to(REPO) else path)
     return 0
 
 

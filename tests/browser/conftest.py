@@ -79,27 +79,14 @@ def chromium_ready() -> None:
 @pytest.fixture(scope="session")
 def lab_server(chromium_ready, tmp_path_factory: pytest.TempPathFactory):
     """A JupyterLab started as ``make lab`` starts it, on a scratch copy of the notebooks."""
-    workdir = tmp_path_factory.mktemp("lab")
-    root = labdriver.copy_notebooks(workdir / "notebooks")
-    with labdriver.running_lab(
-        workdir,
-        token=labdriver.random_token(),
-        root_dir=root,
-        extra_args=labdriver.lab_test_args(),
-    ) as server:
+    with labdriver.scratch_lab(tmp_path_factory.mktemp("lab")) as server:
         yield server
 
 
 @pytest.fixture(scope="session")
 def chromium(chromium_ready):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = labdriver.launch_chromium(playwright)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with labdriver.chromium_browser() as browser:
+        yield browser
 
 
 @pytest.fixture(scope="module")

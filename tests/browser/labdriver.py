@@ -233,6 +233,17 @@ def running_lab(workdir: Path, **kwargs: Any) -> Iterator[LabServer]:
         server.stop()
 
 
+@contextlib.contextmanager
+def scratch_lab(workdir: Path) -> Iterator[LabServer]:
+    """JupyterLab as the tests run it: a scratch copy of the notebooks under ``workdir``,
+    a random token, the app exposed to the page; stopped on exit."""
+    root = copy_notebooks(workdir / "notebooks")
+    with running_lab(
+        workdir, token=random_token(), root_dir=root, extra_args=lab_test_args()
+    ) as server:
+        yield server
+
+
 def copy_notebooks(dest: Path) -> Path:
     """A scratch copy of ``notebooks/``: the browser runs and saves there, never in the repo."""
     if dest.exists():
@@ -258,6 +269,19 @@ def launch_chromium(playwright: Any) -> Any:
     return playwright.chromium.launch(
         executable_path=str(CHROMIUM), headless=True, args=list(CHROMIUM_ARGS)
     )
+
+
+@contextlib.contextmanager
+def chromium_browser() -> Iterator[Any]:
+    """Playwright's Chromium (Debian's, see `launch_chromium`), closed on exit."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 # Installed in every page before JupyterLab loads, all on performance.now()'s clock:
@@ -885,27 +909,6 @@ def _strip_ansi(text: str) -> str:
 
 
 # -- layout, still pictures, saved notebooks (explorers/canvas.py) -------------------------
-
-
-def execute_notebook(path: Path, timeout: float = 900) -> Path:
-    """Execute the notebook at ``path`` in place, as ``make notebooks`` does.
-
-    nbclient, in the notebook's folder, widget state stored in its metadata,
-    with this checkout's library: the outputs a learner's first open shows
-    once the notebooks are re-executed. Use it on a scratch copy.
-    """
-    import nbformat
-    from nbclient import NotebookClient
-
-    notebook = nbformat.read(path, as_version=4)
-    NotebookClient(
-        notebook,
-        timeout=timeout,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
-    ).execute()
-    nbformat.write(notebook, path)
-    return path
 
 
 def open_notebook(

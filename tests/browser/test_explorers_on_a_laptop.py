@@ -1,9 +1,8 @@
 """Every explorer notebook on a laptop: still pictures first, then a fit at 1280x800 and 1024x768.
 
-Each notebook with an explorer is executed in a scratch copy first, as
-``make notebooks`` does (its outputs are what a learner's first open shows
-once the notebooks are re-executed with this library), and served by a
-JupyterLab started with ``scripts/lab``. Then, per notebook, in one page:
+The notebooks are served as committed (a scratch copy, by a JupyterLab started
+with ``scripts/lab``): their saved outputs are exactly what a learner's first
+open of a fresh clone shows. Then, per notebook, in one page:
 
 1. **First open** (the notebook is untrusted, as a fresh clone is): every
    widget output shows exactly one picture and the one-line note "run the
@@ -55,22 +54,12 @@ def explorer_notebooks() -> list[str]:
 
 NOTEBOOKS = explorer_notebooks()
 
-# Notebook cells (not explorers) that still draw figures wider than a 1024 px screen's cell.
-WIDE_OUTPUTS_PENDING: set[str] = set()
-
 
 @pytest.fixture(scope="session")
-def executed_lab(chromium_ready, tmp_path_factory):
-    """JupyterLab on a scratch copy of the notebooks (each visit executes its own first)."""
-    workdir = tmp_path_factory.mktemp("executed-lab")
-    root = labdriver.copy_notebooks(workdir / "notebooks")
-    with labdriver.running_lab(
-        workdir,
-        token=labdriver.random_token(),
-        root_dir=root,
-        extra_args=labdriver.lab_test_args(),
-    ) as server:
-        yield server, root
+def committed_lab(chromium_ready, tmp_path_factory):
+    """JupyterLab on its own scratch copy of the committed notebooks (the visits save them)."""
+    with labdriver.scratch_lab(tmp_path_factory.mktemp("laptop-lab")) as server:
+        yield server
 
 
 class Visit:
@@ -115,11 +104,9 @@ class Visit:
 
 
 @pytest.fixture(scope="module", params=NOTEBOOKS, ids=[n.removesuffix(".ipynb") for n in NOTEBOOKS])
-def visit(request, executed_lab, chromium, tmp_path_factory):
-    server, root = executed_lab
+def visit(request, committed_lab, chromium, tmp_path_factory):
     shots = tmp_path_factory.mktemp("screenshots")
-    labdriver.execute_notebook(root / request.param)
-    trip = Visit(chromium, server, request.param, shots)
+    trip = Visit(chromium, committed_lab, request.param, shots)
     try:
         yield trip
     finally:
@@ -178,15 +165,7 @@ def test_explorers_fit_the_screen(visit, size):
 
 
 @pytest.mark.parametrize("size", list(SIZES))
-def test_no_output_is_wider_than_its_cell(visit, size, request):
-    if visit.name in WIDE_OUTPUTS_PENDING:
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="the notebook still shows figures as wide ipympl canvases; its change "
-                "list (issue 13) replaces them with timing_figure, sink_figure, display(fig)",
-            )
-        )
+def test_no_output_is_wider_than_its_cell(visit, size):
     visit.run_all()
     visit.resize(size)
     check_outputs_fit(labdriver.layout(visit.page), size)
