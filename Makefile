@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test lint format notebooks bench clean bench-latency gpu-check gpu-wheels model
+.PHONY: lab test test-soak lint format notebooks bench clean bench-latency gpu-check gpu-wheels model
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,8 +27,16 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Two workers (a 2-core machine's worth); --dist loadfile keeps each file's tests on one
+# worker in order, as nbval needs for a notebook's cells and the browser tests for a page.
+# Soak tests (one notebook run ten times in a browser) are left to `make test-soak`.
+PYTEST_ARGS ?= -n 2 --dist loadfile -m "not soak"
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Repeated whole-notebook runs in a real browser (minutes); CI runs them after `make test`.
+test-soak: $(STAMP)
+	$(BIN)/python -m pytest -m soak tests/browser
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

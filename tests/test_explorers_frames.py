@@ -85,6 +85,24 @@ def test_a_diff_frame_holds_only_the_changed_pixels(ipympl_canvas):
     assert not frame[~changed].any(), "unchanged pixels travel as transparent black"
 
 
+def test_a_redraw_that_changes_nothing_is_sent_full(ipympl_canvas):
+    """Not as matplotlib's empty diff, which would replace a full frame the page is still
+    loading and leave the canvas blank (a burst of draws after Run All)."""
+    canvas = ipympl_canvas
+    canvas._png_is_old = True
+    first = decode(diff_image(canvas))
+    assert canvas._current_image_mode == "full"
+    matplotlib.backends.backend_agg.FigureCanvasAgg.draw(canvas)  # the same picture again
+    canvas._png_is_old = True
+    saved = state(canvas)
+    theirs = decode(type(canvas).get_diff_image(canvas))
+    assert canvas._current_image_mode == "diff" and not theirs.any(), "matplotlib: empty diff"
+    restore(canvas, saved)
+    again = decode(diff_image(canvas))
+    assert canvas._current_image_mode == "full"
+    np.testing.assert_array_equal(again, first)
+
+
 def test_explorers_on_an_ipympl_canvas_send_fast_frames(ipympl_canvas):
     from attention_lib.explorers.frames import send_fast_frames
 

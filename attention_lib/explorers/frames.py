@@ -7,8 +7,9 @@ frame's time in the kernel (14 ms of some 30 ms for an 800 x 580 figure on the
 grows to about twice its size, which a local socket carries in far under a
 millisecond. matplotlib offers no setting for the level, so `diff_image`
 is its ``FigureCanvasWebAggCore.get_diff_image`` (matplotlib 3.10) with the
-level passed. tests/test_explorers_frames.py checks that the two decode to the
-same pixels, so a matplotlib upgrade that changes the original shows up there.
+level passed, and a full frame where nothing changed (see `diff_image`).
+tests/test_explorers_frames.py checks that the two decode to the same pixels,
+so a matplotlib upgrade that changes the original shows up there.
 """
 
 from __future__ import annotations
@@ -29,24 +30,30 @@ ZLIB_LEVEL = 1
 def diff_image(canvas: FigureCanvasWebAggCore) -> bytes | None:
     """The next frame for the browser as PNG bytes (None if nothing new was drawn).
 
-    A full frame when asked for one, when the size changed or when any pixel
-    is transparent; otherwise only the changed pixels, the rest transparent
-    black (ipympl's "diff" image mode).
+    A full frame when asked for one, when the size changed, when any pixel
+    is transparent, or when no pixel changed; otherwise only the changed
+    pixels, the rest transparent black (ipympl's "diff" image mode).
+
+    The unchanged case differs from matplotlib's, which sends an empty diff.
+    ipympl's page decodes frames into one image, and a frame that arrives
+    before the previous one finished loading replaces it unseen. After Run
+    All the page's draw requests come back in a burst: the first frame is
+    full, the next ones change nothing. Sent as empty diffs they replaced
+    the full frame and the explorer stayed blank (sized, never painted);
+    sent full, whichever frame the page keeps shows the figure.
     """
     if not canvas._png_is_old:
         return None
     pixels = np.asarray(canvas.get_renderer().buffer_rgba())  # (H, W, 4) uint8
     buff = pixels.view(np.uint32).squeeze(2)  # (H, W): one number per pixel
-    if (
-        canvas._force_full
-        or buff.shape != canvas._last_buff.shape
-        or (pixels[:, :, 3] != 255).any()
-    ):
+    same_shape = buff.shape == canvas._last_buff.shape
+    changed = buff != canvas._last_buff if same_shape else None  # (H, W)
+    if canvas._force_full or changed is None or not changed.any() or (pixels[:, :, 3] != 255).any():
         canvas.set_image_mode("full")
         output = buff
     else:
         canvas.set_image_mode("diff")
-        output = np.where(buff != canvas._last_buff, buff, 0)  # (H, W)
+        output = np.where(changed, buff, 0)  # (H, W)
     canvas._last_buff = buff.copy()
     canvas._force_full = False
     canvas._png_is_old = False

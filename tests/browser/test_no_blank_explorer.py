@@ -38,7 +38,7 @@ def blank_explorers(page: labdriver.NotebookPage) -> list[tuple[int, list[dict]]
     ]
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 def test_every_explorer_is_drawn_after_each_of_ten_runs(lab_server, chromium):
     page = labdriver.open_notebook(chromium, lab_server, NOTEBOOK, "ten-runs")
     blank = []
