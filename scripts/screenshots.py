@@ -50,6 +50,16 @@ def _png(data: bytes):
     return Image.open(io.BytesIO(data)).convert("RGB")
 
 
+def trim_bottom(image, margin: int = 24):
+    """``image`` without the blank space JupyterLab leaves below a notebook's last cell."""
+    import numpy as np
+
+    rows = np.asarray(image.convert("L")) < 250  # (H, W): not white
+    inked = np.flatnonzero(rows.any(axis=1))
+    bottom = int(inked[-1]) + 1 + margin if inked.size else image.height
+    return image.crop((0, 0, image.width, min(bottom, image.height)))
+
+
 def _save(image, path: Path) -> None:
     from PIL import Image
 
@@ -88,7 +98,7 @@ def shoot(browser, server, name: str, size: tuple[int, int], out: Path) -> list[
                 break
             top = reached + clip["height"]
         whole = out / f"{stem}.png"
-        _save(tall.crop((0, 0, tall.width, round(area["scrollHeight"]))), whole)
+        _save(trim_bottom(tall.crop((0, 0, tall.width, round(area["scrollHeight"])))), whole)
         return [first, whole]
     finally:
         page.close()
