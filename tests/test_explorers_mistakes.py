@@ -95,6 +95,16 @@ def test_code_is_escaped():
     assert "a &lt; b &amp; c" in html and "x &gt; y" in html
 
 
+def test_code_wraps_between_words_never_inside_one():
+    """A line longer than its box goes on at a space ("# 512: the whole l / ayer" was seen)."""
+    html = code_pair_html("scale = 1 / math.sqrt(d_model)  # 512: the whole layer", "x", "fix")
+    pre = re.search(r'<pre style="([^"]*)"', html).group(1)
+    rules = dict(rule.split(":", 1) for rule in pre.replace(" ", "").split(";") if rule)
+    assert rules["white-space"] == "pre-wrap"
+    assert rules["overflow-wrap"] == "normal" and rules["word-break"] == "normal"
+    assert rules["overflow-x"] == "auto"
+
+
 def test_every_mistake_has_both_lines():
     for name, mistake in MISTAKES.items():
         assert mistake.mistake != mistake.fix, name

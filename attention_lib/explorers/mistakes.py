@@ -78,7 +78,10 @@ def code_pair_html(mistake: str, fix: str, active: str) -> str:
             f'background: {background}; padding: 4px 8px; margin: 2px;">'
             f'<div style="font-weight: bold; color: {colour};">{html.escape(label)}'
             f"{' (in use)' if on else ''}</div>"
-            f'<pre style="white-space: pre-wrap; overflow-wrap: anywhere; margin: 2px 0;">'
+            # wrapped at spaces only (a long comment goes on to the next line); a word never
+            # splits, and a token wider than the box scrolls inside it
+            '<pre style="white-space: pre-wrap; overflow-wrap: normal; word-break: normal; '
+            'overflow-x: auto; font-size: 12px; margin: 2px 0;">'
             f"<code>{html.escape(code)}</code></pre></div>"
         )
 
