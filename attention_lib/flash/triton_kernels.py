@@ -139,6 +139,36 @@ def _cdiv(a: int, b: int) -> int:
     return -(a // -b)
 
 
+def _attention_launch(
+    kernel: Any,
+    grid: tuple[int, int, int],
+    tensors: tuple[torch.Tensor, ...],
+    scalars: tuple[Any, ...],
+    is_causal: bool,
+    tile: Tile,
+) -> Launch:
+    """A launch of the forward, dK/dV or dQ kernel, whose signatures share one layout.
+
+    Each takes its tensors, then the four strides of every (B, H, length, width)
+    tensor among them in the same order (the float32 rows statistics, lse and
+    δ (B, H, L), are contiguous and take none), then ``scalars``. The
+    constexprs come from the first three tensors, query, key and value.
+    """
+    query, _, value = tensors[:3]
+    strides = [s for t in tensors if t.dim() == 4 for s in t.stride()]
+    return Launch(
+        kernel,
+        grid,
+        (*tensors, *strides, *scalars),
+        {
+            **_shared(query.dtype, query.shape[3], value.shape[3], is_causal),
+            "BLOCK_M": tile.block_m,
+            "BLOCK_N": tile.block_n,
+        },
+        tile,
+    )
+
+
 def forward_launch(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -153,31 +183,14 @@ def forward_launch(
 
     out (B, H, L, Ev) and lse (B, H, L) (contiguous, float32) are written.
     """
-    batch, heads, length_q, width = query.shape
-    heads_kv, length_k, width_v = key.shape[1], key.shape[2], value.shape[3]
-    return Launch(
+    batch, heads, length_q = query.shape[:3]
+    heads_kv, length_k = key.shape[1], key.shape[2]
+    return _attention_launch(
         attention_forward,
         (_cdiv(length_q, tile.block_m), heads, batch),
-        (
-            query,
-            key,
-            value,
-            out,
-            lse,
-            *query.stride(),
-            *key.stride(),
-            *value.stride(),
-            *out.stride(),
-            heads // heads_kv,
-            length_q,
-            length_k,
-            scale * LOG2E,
-        ),
-        {
-            **_shared(query.dtype, width, width_v, is_causal),
-            "BLOCK_M": tile.block_m,
-            "BLOCK_N": tile.block_n,
-        },
+        (query, key, value, out, lse),
+        (heads // heads_kv, length_q, length_k, scale * LOG2E),
+        is_causal,
         tile,
     )
 
@@ -208,38 +221,14 @@ def dkdv_launch(
     tile: Tile,
 ) -> Launch:
     """The dK/dV kernel's launch: dkey (B, Hkv, S, E) and dvalue (B, Hkv, S, Ev) are written."""
-    batch, heads, length_q, width = query.shape
-    heads_kv, length_k, width_v = key.shape[1], key.shape[2], value.shape[3]
-    return Launch(
+    batch, heads, length_q = query.shape[:3]
+    heads_kv, length_k = key.shape[1], key.shape[2]
+    return _attention_launch(
         attention_dkdv,
         (_cdiv(length_k, tile.block_n), heads_kv, batch),
-        (
-            query,
-            key,
-            value,
-            grad_out,
-            lse,
-            delta,
-            dkey,
-            dvalue,
-            *query.stride(),
-            *key.stride(),
-            *value.stride(),
-            *grad_out.stride(),
-            *dkey.stride(),
-            *dvalue.stride(),
-            heads,
-            heads // heads_kv,
-            length_q,
-            length_k,
-            scale,
-            scale * LOG2E,
-        ),
-        {
-            **_shared(query.dtype, width, width_v, is_causal),
-            "BLOCK_M": tile.block_m,
-            "BLOCK_N": tile.block_n,
-        },
+        (query, key, value, grad_out, lse, delta, dkey, dvalue),
+        (heads, heads // heads_kv, length_q, length_k, scale, scale * LOG2E),
+        is_causal,
         tile,
     )
 
@@ -257,35 +246,14 @@ def dq_launch(
     tile: Tile,
 ) -> Launch:
     """The dQ kernel's launch: dquery (B, H, L, E) is written."""
-    batch, heads, length_q, width = query.shape
-    heads_kv, length_k, width_v = key.shape[1], key.shape[2], value.shape[3]
-    return Launch(
+    batch, heads, length_q = query.shape[:3]
+    heads_kv, length_k = key.shape[1], key.shape[2]
+    return _attention_launch(
         attention_dq,
         (_cdiv(length_q, tile.block_m), heads, batch),
-        (
-            query,
-            key,
-            value,
-            grad_out,
-            lse,
-            delta,
-            dquery,
-            *query.stride(),
-            *key.stride(),
-            *value.stride(),
-            *grad_out.stride(),
-            *dquery.stride(),
-            heads // heads_kv,
-            length_q,
-            length_k,
-            scale,
-            scale * LOG2E,
-        ),
-        {
-            **_shared(query.dtype, width, width_v, is_causal),
-            "BLOCK_M": tile.block_m,
-            "BLOCK_N": tile.block_n,
-        },
+        (query, key, value, grad_out, lse, delta, dquery),
+        (heads // heads_kv, length_q, length_k, scale, scale * LOG2E),
+        is_causal,
         tile,
     )
 
