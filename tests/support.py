@@ -88,6 +88,22 @@ def frame_and_full_draw(explorer):
 # by the same nbval, in another environment than the test session's own)
 
 
+def guarded_env(env=None):
+    """``env`` (default: this process's) with the network guard on for every Python it starts.
+
+    ``tests/netguard/sitecustomize.py``, first on PYTHONPATH, refuses every
+    connection and name lookup that is not for a loopback address (see
+    tests/test_offline.py, which checks that it does).
+    """
+    import os
+    from pathlib import Path
+
+    env = dict(os.environ if env is None else env)
+    guard = str(Path(__file__).resolve().parent / "netguard")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [guard, env.get("PYTHONPATH")]))
+    return env
+
+
 def start_nbval(notebooks, env, report, log):
     """Start ``python -m pytest`` on ``notebooks`` (nbval, the project's settings) in ``env``.
 
@@ -168,6 +184,40 @@ def texts_outside(fig, tolerance=0.5):
         or extent.x1 > box.x1 + tolerance
         or extent.y1 > box.y1 + tolerance
     ]
+
+
+def legends_over_bars(fig, tolerance=1.0, draw=True):
+    """The bars of ``fig`` that a legend of the same axes hides part of.
+
+    [(legend's first label, bar's x, bar's height)] for every visible bar of
+    non-zero height (made by ``ax.bar``: other rectangles, such as the hatched
+    masked cells a legend may sit on, are not data) whose painted box overlaps
+    its axes' legend by more than ``tolerance`` pixels each way.
+    Draws the figure first (``draw=False``: the caller just did), so the
+    legend sits where the page shows it.
+    """
+    from matplotlib.container import BarContainer
+
+    if draw:
+        fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    hidden = []
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None or not legend.get_visible():
+            continue
+        box = legend.get_window_extent(renderer)
+        label = legend.get_texts()[0].get_text() if legend.get_texts() else ""
+        bars = [b for c in ax.containers if isinstance(c, BarContainer) for b in c]
+        for bar in bars:
+            if not (bar.get_visible() and bar.get_height()):
+                continue
+            b = bar.get_window_extent(renderer)
+            dx = min(box.x1, b.x1) - max(box.x0, b.x0)
+            dy = min(box.y1, b.y1) - max(box.y0, b.y0)
+            if dx > tolerance and dy > tolerance:
+                hidden.append((label, round(bar.get_x(), 3), round(bar.get_height(), 3)))
+    return hidden
 
 
 def control_settings(controls, limit=200):

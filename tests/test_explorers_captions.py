@@ -27,7 +27,7 @@ matplotlib.use("Agg")
 
 import numpy as np
 import pytest
-from support import control_settings, texts_outside
+from support import control_settings, legends_over_bars, texts_outside
 
 from attention_lib.explorers import (
     GradientExplorer,
@@ -275,6 +275,8 @@ def test_every_caption_is_true_and_inside_the_figure_at_every_setting(name):
         outside = texts_outside(explorer.fig)
         applied = {c.description: c.value for c, _ in setting}
         assert outside == [], f"{name}: texts past the figure's edge at {applied}: {outside}"
+        hidden = legends_over_bars(explorer.fig, draw=False)  # texts_outside drew it
+        assert hidden == [], f"{name}: a legend hides bars at {applied}: {hidden}"
         settings += 1
     assert settings >= 2
 
@@ -288,6 +290,14 @@ def test_the_sweep_fails_on_a_false_caption():
     explorer.title.set_text("A fixed c = 0.001: mean top weight 0.17 at every width")
     with pytest.raises(AssertionError):
         check_scaling(explorer)
+
+
+def test_a_legend_over_a_bar_is_reported():
+    """The legend check can fail: panel 4's legend squeezed down onto the feature bars."""
+    explorer = ThreeStepsExplorer()
+    assert legends_over_bars(explorer.fig) == []
+    explorer.axes[1, 1].set_ylim(0, 1.0)
+    assert legends_over_bars(explorer.fig), "bars reaching into the legend must be reported"
 
 
 def test_a_title_grown_past_the_edge_is_reported():

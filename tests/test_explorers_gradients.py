@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-from support import texts_outside
+from support import legends_over_bars, texts_outside
 
 from attention_lib import softmax
 from attention_lib.explorers.gradients import (
@@ -226,6 +226,7 @@ def test_qk_norm_toggle_draws_the_views(qk_explorer, monkeypatch):
         assert f'gives {weights[top]:.2f} of its weight to "{e.view.words[top]}"' in e.describe()
         e.fig.canvas.draw()
         assert texts_outside(e.fig) == []
+        assert legends_over_bars(e.fig, draw=False) == []
     assert e.views["sqrt(d)"].temperature == 4.0  # sqrt(16)
     # unbounded as trained; QK-norm at τ = √d spreads the weight the model put on one word
     e.norm.value = "own"

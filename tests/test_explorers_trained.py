@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from matplotlib.text import Text
-from support import control_values, frame_and_full_draw
+from support import control_values, frame_and_full_draw, legends_over_bars
 
 from attention_lib.explorers import HeadMapsExplorer, WhereItLooksExplorer
 from attention_lib.explorers.base import ExplorerBox
@@ -87,6 +87,9 @@ def test_every_label_is_inside_the_figure(explorer):
                 and extent.y0 >= box.y0 - 1
                 and extent.y1 <= box.y1 + 1
             ), f"{text.get_text()!r} is cut off after {control.description} = {value!r}"
+        hidden = legends_over_bars(explorer.fig, draw=False)
+        where = f"{control.description} = {value!r}"
+        assert hidden == [], f"a legend hides bars after {where}: {hidden}"
 
 
 def test_the_beginner_explorer_leaves_a_still_picture_and_fits_a_small_screen():

@@ -24,6 +24,10 @@ settings). Which variable reaches which library, on the pinned wheels:
 - ``ATEN_CPU_CAPABILITY=default``: torch's vectorised elementwise kernels
   (softmax, exp) without AVX2.
 
+Every alternate also runs with the network guard on in its kernel
+(``tests/netguard``, checked in tests/test_offline.py): the notebooks pass
+offline too, at no extra nbval run.
+
 The issue that asked for this named four settings: the default, MKL_CBWR=
 COMPATIBLE, MKL_CBWR=AVX2 and OMP_NUM_THREADS=1. The other three ride along
 with COMPATIBLE (each reaches a different library, so they cannot mask one
@@ -41,7 +45,7 @@ import re
 from pathlib import Path
 
 import pytest
-from support import nbval_outcomes, start_nbval
+from support import guarded_env, nbval_outcomes, start_nbval
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(REPO.glob("notebooks/[0-9][0-9]_*.ipynb"))
@@ -67,8 +71,9 @@ REASON_KEY = "nbval-ignore-output-reason"
 
 
 def alternate_env(settings: dict[str, str]) -> dict[str, str]:
+    """This process's environment with ``settings`` as the only numerical ones, guard on."""
     env = {k: v for k, v in os.environ.items() if k not in NUMERIC_VARS}
-    return env | settings
+    return guarded_env(env | settings)
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +103,8 @@ def test_outputs_hold_under_other_numerical_settings(
     outcomes = alternate_runs[alternate]
     assert notebook.name in outcomes, f"nbval reported nothing for {notebook.name}"
     outcome, details = outcomes[notebook.name]
+    if outcome != "passed" and "netguard:" in details:
+        pytest.fail(f"{notebook.name} reached for the network (tests/netguard refused):\n{details}")
     settings = " ".join(f"{k}={v}" for k, v in ALTERNATES[alternate].items())
     assert outcome == "passed", (
         f"{notebook.name} prints something else with {settings}: a committed output depends "

@@ -319,7 +319,9 @@ def key_weight_bars(ax: Any, keys: int, xlabel: str, ylabel: str, legend: bool =
     positions = np.arange(1, keys + 1)  # (keys,)
     bars = ax.bar(positions, np.zeros(keys), color="tab:orange")
     ax.axhline(1 / keys, color="gray", ls="--", lw=1, label=f"uniform 1/{keys}")
-    ax.set_ylim(0, 1.05)
+    # with a legend, room above a weight of 1 for it: it would otherwise hide a winning bar
+    ax.set_ylim(0, 1.3 if legend else 1.05)
+    ax.set_yticks(np.linspace(0, 1, 5))
     ax.set_xticks(positions)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)

@@ -342,7 +342,7 @@ class ThreeStepsExplorer(Explorer):
         )
         ax.bar(x + width, dog, width, color=_COLOURS[1], alpha=0.45, label='"dog", for comparison')
         ax.set_xticks(x, self.steps.features)
-        ax.set_ylim(0, 1.25)
+        ax.set_ylim(0, 1.7)  # every amount is at most 1: the legend sits above the bars
         ax.set_ylabel("amount of each feature")
         ax.set_xlabel("made-up features, for illustration")
         ax.legend(loc="upper right", fontsize="small", ncols=1)
