@@ -16,7 +16,7 @@ from support import control_values, frame_and_full_draw, legends_over_bars
 from attention_lib.explorers import HeadMapsExplorer, WhereItLooksExplorer
 from attention_lib.explorers.base import ExplorerBox
 from attention_lib.explorers.canvas import STILL_NOTE
-from attention_lib.explorers.trained import volume_words
+from attention_lib.explorers.trained import masked_staircase, volume_words
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -152,6 +152,17 @@ def test_the_head_map_hatches_the_masked_cells_and_names_the_pronouns_row():
         assert title.startswith(f"layer {e.layer.value}, head {e.head.value}:"), control
         assert f'"{e.maps.words[e.maps.query]}" puts' in title
     plt.close(e.fig)
+
+
+@pytest.mark.parametrize("t", [1, 2, 5, 13])
+def test_the_hatched_staircase_covers_exactly_the_masked_cells(t):
+    from matplotlib.path import Path
+
+    outline = Path(masked_staircase(t))  # contains_points closes it, as the patch does
+    i, j = np.indices((t, t))  # (t, t) query and key of every cell
+    centres = np.stack([j.ravel(), i.ravel()], axis=1).astype(float)  # (t*t, 2) as x, y
+    inside = outline.contains_points(centres).reshape(t, t)
+    np.testing.assert_array_equal(inside, j > i)
 
 
 def test_the_head_map_keeps_its_still_picture_for_a_page_without_a_kernel():

@@ -76,7 +76,8 @@ class OnlineSoftmaxExplorer(Explorer):
         ax_scores.set_xlabel("position in the stream")
         ax_scores.set_ylabel("score x")
         ax_scores.set_title("scores read so far (grey: not yet read)", fontsize=10)
-        ax_scores.legend(loc="upper left", fontsize=8)  # over the default stream's small first scores
+        # upper left: over the default stream's first scores, which are small
+        ax_scores.legend(loc="upper left", fontsize=8)
 
         self.rescale_bars = ax_rescale.bar(steps, np.zeros(n), color="tab:purple")
         ax_rescale.axhline(1, color="gray", ls="--", lw=1)
