@@ -42,7 +42,7 @@ def blank_explorers(page: labdriver.NotebookPage) -> list[tuple[int, list[dict]]
 @pytest.mark.xfail(
     strict=False,
     reason="known intermittent defect, not fixed yet: on an idle 2-core machine about one soak "
-    "in two (4 of 9 on 2026-11-30) leaves one explorer of 01 sized but never painted after one "
+    "in two (4 of 10 on 2026-11-30) leaves one explorer of 01 sized but never painted after one "
     "of its ten runs (a different explorer each time; code unchanged since it passed); see the "
     "closing note of that day",
 )
