@@ -272,3 +272,13 @@ def test_a_run_says_how_many_heads_each_measurement_ran(results_root, tmp_path) 
 def test_a_run_gives_the_bytes_of_one_score_tensor(results_root) -> None:
     cpu = load_benchmarks(results_root)[0]
     assert cpu.score_bytes(1024) == 8 * 1024**2 * 4 == 32 * MiB  # B·H = 8, float32
+
+
+def test_a_gpu_run_counts_its_heads_from_batch_and_heads(tmp_path) -> None:
+    rows = [{"path": "triton", "length": 1024, "batch": 2, "heads": 16, "status": "ok"}]
+    (tmp_path / "gpu-x").mkdir()
+    (tmp_path / "gpu-x" / "results.json").write_text(
+        json.dumps({"info": {"device": "cuda", "dtype": "float16"}, "results": rows})
+    )
+    run = load_benchmarks(tmp_path)[0]
+    assert run.batch_heads == 32 and run.score_bytes(1024) == 32 * 1024**2 * 2

@@ -17,7 +17,8 @@ the output row. That is linear in T.
 The second half reads the benchmark suite's results files
 (``benchmarks/results/<machine>/results.json``, written by
 `attention_lib.bench`) into rows for plotting, with growth exponents fitted
-by `attention_lib.bench.fit_exponent`.
+by `attention_lib.bench.fit_exponent`, and reads a path's time for steps in
+its time per score (`time_steps`): where a fitted slope above 2 comes from.
 """
 
 from __future__ import annotations
@@ -257,20 +258,20 @@ class BenchmarkRun:
 
     @property
     def batch_heads(self) -> int | None:
-        """B·H, the heads every measurement ran at once (None when the rows do not say or
-        do not agree)."""
-        found = {r.get("batch_heads") for r in self.rows}
+        """B·H, the heads every measurement ran at once: a CPU row's ``batch_heads``, a GPU
+        row's ``batch`` times ``heads`` (None when the rows do not say or do not agree)."""
+        found = {
+            r.get("batch_heads") or r.get("batch", 0) * r.get("heads", 0) or None for r in self.rows
+        }
         return int(found.pop()) if len(found) == 1 and None not in found else None
 
     def score_bytes(self, length: int) -> int | None:
         """Bytes of one score tensor of the run at T = ``length``: B·H·T² numbers in the
         run's dtype (None when `batch_heads` is)."""
         heads = self.batch_heads
-        return (
-            None
-            if heads is None
-            else heads * length**2 * _itemsize(self.info.get("dtype", "float32"))
-        )
+        if heads is None:
+            return None
+        return heads * length**2 * _itemsize(self.info.get("dtype", "float32"))
 
     def series(
         self, path: str, metric: str, width: int, causal: bool = False
