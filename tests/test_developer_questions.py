@@ -144,6 +144,9 @@ def test_the_cpu_runs_its_fused_kernel_when_it_can_and_refuses_the_others(page):
     with pytest.raises(RuntimeError, match="No viable backend"):
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):  # a CUDA kernel too, as the page says
             F.scaled_dot_product_attention(ns["qs"], ns["ks"], ns["vs"])
+    with sdpa_kernel(SDPBackend.MATH):  # the two kernels agree to float32 rounding
+        by_math = F.scaled_dot_product_attention(ns["qs"], ns["ks"], ns["vs"])
+    assert torch.allclose(by_math, ns["default"], rtol=0, atol=1e-5)
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):  # the fused kernel takes float64 as well
         F.scaled_dot_product_attention(*(t.double() for t in (ns["qs"], ns["ks"], ns["vs"])))
 
@@ -173,7 +176,8 @@ def test_a_row_with_no_key_is_nan_by_hand_and_zeros_on_both_kernels_and_here(pag
     q, k, v, keep = ns["q3"], ns["k3"], ns["v3"], ns["keep3"]
     rest = [0, 2]  # the rows with keys: the hand-written softmax and SDPA agree there
     sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
-    assert torch.allclose((ns["by_hand"] @ v)[..., rest, :], sdpa[..., rest, :], atol=1e-5)
+    for out in (ns["by_hand"] @ v, scaled_dot_product_attention(q, k, v, attn_mask=keep)):
+        assert torch.allclose(out[..., rest, :], sdpa[..., rest, :], atol=1e-5)
     with warnings.catch_warnings(), pytest.raises(RuntimeError):
         warnings.simplefilter("ignore")  # PyTorch's reasons, read in the test above
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
