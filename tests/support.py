@@ -242,3 +242,29 @@ def control_settings(controls, limit=200):
                 yield [(o, d) for o, d in zip(controls, defaults, strict=True) if o is not c] + [
                     (c, v)
                 ]
+
+
+# -- a notebook's own code, run by a test ---------------------------------------------------
+
+
+def notebook_cell(notebook, cell_id):
+    """The source of the code cell ``cell_id`` of ``notebook`` (a path), IPython magics
+    (lines starting with %) left out. Raises KeyError naming the id when it is not there."""
+    import json
+    from pathlib import Path
+
+    for cell in json.loads(Path(notebook).read_text())["cells"]:
+        if cell.get("id") == cell_id and cell["cell_type"] == "code":
+            lines = "".join(cell["source"]).splitlines()
+            return "\n".join(line for line in lines if not line.lstrip().startswith("%"))
+    raise KeyError(f"{Path(notebook).name} has no code cell with id {cell_id!r}")
+
+
+def run_cells(notebook, cell_ids, namespace=None):
+    """Run the code cells ``cell_ids`` of ``notebook``, in the order given, in one
+    namespace (a fresh one unless given), and return it: a test that checks a notebook's
+    code this way checks the very lines the reader sees, so the two cannot drift."""
+    namespace = {"__name__": "__notebook__"} if namespace is None else namespace
+    for cell_id in cell_ids:
+        exec(compile(notebook_cell(notebook, cell_id), f"<cell {cell_id}>", "exec"), namespace)
+    return namespace

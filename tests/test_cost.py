@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 from attention_lib import bench
+from attention_lib.fits import log_log_slope
 from attention_lib.lessons.cost import (
     benchmark_headline,
     describe_exponents,
@@ -22,6 +23,7 @@ from attention_lib.lessons.cost import (
     load_benchmarks,
     plot_benchmark,
     tiled_memory,
+    time_steps,
 )
 
 MiB = 1024 * 1024
@@ -223,3 +225,60 @@ def test_benchmark_headline_is_computed_from_the_fits(results_root, tmp_path) ->
     bench.write(suite, tmp_path)
     odd = benchmark_headline(load_benchmarks(tmp_path)[0], 64)
     assert odd.endswith("the others 2.00–2.00 (0 of 1 near 1)")
+
+
+def test_time_steps_finds_where_the_time_per_score_jumps_and_fits_past_it() -> None:
+    lengths = [256, 512, 1024, 2048, 4096, 8192]
+    per_score = [40e-9, 40e-9, 80e-9, 80e-9, 320e-9, 320e-9]  # two steps up, flat between
+    times = [c * t**2 for c, t in zip(per_score, lengths, strict=True)]
+    s = time_steps(lengths, times)
+    assert s.lengths == lengths
+    assert s.per_score == pytest.approx(per_score)
+    assert s.local == pytest.approx([2, 3, 2, 4, 2])
+    assert s.steps == [(512, 1024), (2048, 4096)]
+    assert s.past == [4096, 8192] and s.fitted == pytest.approx(2.0)
+    assert log_log_slope(lengths, times) > 2.35  # fitted across the steps, the slope is steep
+
+
+def test_time_steps_without_a_step_fits_every_length_and_a_final_step_fits_nothing() -> None:
+    lengths = [512, 1024, 2048]
+    flat = time_steps(lengths, [1e-8 * t**2 for t in lengths])
+    assert flat.steps == [] and flat.past == lengths and flat.fitted == pytest.approx(2.0)
+    last = time_steps(lengths, [1e-8 * t**2 * (8 if t == 2048 else 1) for t in lengths])
+    assert last.steps == [(1024, 2048)] and last.past == [2048] and last.fitted is None
+    unsorted = time_steps([2048, 512, 1024], [4.0, 0.25, 1.0])
+    assert unsorted.lengths == [512, 1024, 2048] and unsorted.steps == []
+
+
+def test_time_steps_refuses_bad_input() -> None:
+    with pytest.raises(ValueError, match="one time per length, got 2 and 1"):
+        time_steps([1, 2], [1.0])
+    with pytest.raises(ValueError, match="two or more measurements"):
+        time_steps([256], [1.0])
+    with pytest.raises(ValueError, match="must be positive"):
+        time_steps([256, 512], [1.0, 0.0])
+
+
+def test_a_run_says_how_many_heads_each_measurement_ran(results_root, tmp_path) -> None:
+    cpu = load_benchmarks(results_root)[0]
+    assert cpu.batch_heads == 8  # bench.Case's default
+    mixed = dict(json.loads(cpu.source.read_text()))
+    mixed["results"] = [*mixed["results"], {**mixed["results"][0], "batch_heads": 1}]
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "results.json").write_text(json.dumps(mixed))
+    assert load_benchmarks(tmp_path)[0].batch_heads is None
+
+
+def test_a_run_gives_the_bytes_of_one_score_tensor(results_root) -> None:
+    cpu = load_benchmarks(results_root)[0]
+    assert cpu.score_bytes(1024) == 8 * 1024**2 * 4 == 32 * MiB  # B·H = 8, float32
+
+
+def test_a_gpu_run_counts_its_heads_from_batch_and_heads(tmp_path) -> None:
+    rows = [{"path": "triton", "length": 1024, "batch": 2, "heads": 16, "status": "ok"}]
+    (tmp_path / "gpu-x").mkdir()
+    (tmp_path / "gpu-x" / "results.json").write_text(
+        json.dumps({"info": {"device": "cuda", "dtype": "float16"}, "results": rows})
+    )
+    run = load_benchmarks(tmp_path)[0]
+    assert run.batch_heads == 32 and run.score_bytes(1024) == 32 * 1024**2 * 2

@@ -6,13 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from attention_lib.lessons.corpus import parse
 from attention_lib.lessons.model_views import (
     SWAP_BOUNDS,
     attention_maps,
     heldout_check,
     pointer_head,
-    reshape_steps,
     showcase,
     swap_attention,
     turn_volume,
@@ -69,25 +67,6 @@ def test_every_head_map_is_causal_and_rows_sum_to_one():
     assert np.allclose(maps.weights.sum(-1), 1.0)
     assert np.all(maps.weights[..., np.triu_indices(t, k=1)[0], np.triu_indices(t, k=1)[1]] == 0)
     assert maps.words[maps.query] == "it"
-
-
-def test_the_reshape_steps_of_the_trained_model():
-    sentence = "the dog was next to the bells and then it barked"
-    t = len(parse(sentence).words)
-    assert [shape for _, shape in reshape_steps(sentence)] == [
-        (1, t, 64),
-        (1, t, 64),
-        (1, t, 4, 16),
-        (1, 4, t, 16),
-        (1, 4, t, t),
-        (1, 4, t, t),
-        (1, 4, t, 16),
-        (1, t, 4, 16),
-        (1, t, 64),
-        (1, t, 64),
-    ]
-    with pytest.raises(ValueError, match="layer"):
-        reshape_steps(sentence, layer=2)
 
 
 @pytest.mark.parametrize("name", ["sqrt_d16", "none_d16", "inv_d64"])

@@ -43,23 +43,6 @@ def test_forward_shapes_and_a_traced_layer():
     assert torch.all(t.weights.triu(diagonal=1) == 0)
 
 
-def test_the_reshape_steps_are_read_off_real_tensors():
-    trace = []
-    tiny(head_width=8, value_width=12)(tokens(batch=2), trace=trace)
-    assert [shape for _, shape in trace[0].steps] == [
-        (2, LENGTH, 64),
-        (2, LENGTH, 32),
-        (2, LENGTH, 4, 8),
-        (2, 4, LENGTH, 8),
-        (2, 4, LENGTH, LENGTH),
-        (2, 4, LENGTH, LENGTH),
-        (2, 4, LENGTH, 12),
-        (2, LENGTH, 4, 12),
-        (2, LENGTH, 48),
-        (2, LENGTH, 64),
-    ]
-
-
 def test_a_later_token_never_changes_an_earlier_prediction():
     model = tiny()
     a, b = tokens(batch=1), tokens(batch=1, seed=1)

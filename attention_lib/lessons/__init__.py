@@ -21,10 +21,9 @@ The small model trained here (``make model``), and what the notebooks ask of it:
     tiny_model      a two-layer transformer; attention call and scale rule are parameters
     training        train it, measure its heads over training, write weights and report
     head_stats      per head: logit spread, entropy, softmax-Jacobian norm, q-k alignment
-    model_views     where "it" looks, every head's map, the reshape, swapped attention calls
+    model_views     where "it" looks, every head's map, swapped attention calls
     model_figures   still figures of the training report and of the head maps
     research        the scale inside the gradient, saturation, μP's alignment, QK-norm
-    developer_questions  masked rows, float16 masks, causal alignment, SDPA backends
 
-tiny_model, training, model_views, research and developer_questions import torch.
+tiny_model, training, model_views and research import torch.
 """

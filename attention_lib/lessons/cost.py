@@ -17,7 +17,8 @@ the output row. That is linear in T.
 The second half reads the benchmark suite's results files
 (``benchmarks/results/<machine>/results.json``, written by
 `attention_lib.bench`) into rows for plotting, with growth exponents fitted
-by `attention_lib.bench.fit_exponent`.
+by `attention_lib.bench.fit_exponent`, and reads a path's time for steps in
+its time per score (`time_steps`): where a fitted slope above 2 comes from.
 """
 
 from __future__ import annotations
@@ -31,12 +32,15 @@ from typing import Any
 import numpy as np
 
 from ..bench import fit_exponent
+from ..fits import log_log_slope
 from ..memory import format_bytes
 
 __all__ = [
+    "NEAR",
     "BenchmarkRun",
     "HeadCost",
     "TiledMemory",
+    "TimeSteps",
     "describe_exponents",
     "expected_exponent",
     "format_cost_table",
@@ -45,6 +49,7 @@ __all__ = [
     "load_benchmarks",
     "plot_benchmark",
     "tiled_memory",
+    "time_steps",
 ]
 
 
@@ -251,6 +256,23 @@ class BenchmarkRun:
     def widths(self) -> list[int]:
         return sorted({int(r["width"]) for r in self.rows})
 
+    @property
+    def batch_heads(self) -> int | None:
+        """B·H, the heads every measurement ran at once: a CPU row's ``batch_heads``, a GPU
+        row's ``batch`` times ``heads`` (None when the rows do not say or do not agree)."""
+        found = {
+            r.get("batch_heads") or r.get("batch", 0) * r.get("heads", 0) or None for r in self.rows
+        }
+        return int(found.pop()) if len(found) == 1 and None not in found else None
+
+    def score_bytes(self, length: int) -> int | None:
+        """Bytes of one score tensor of the run at T = ``length``: B·H·T² numbers in the
+        run's dtype (None when `batch_heads` is)."""
+        heads = self.batch_heads
+        if heads is None:
+            return None
+        return heads * length**2 * _itemsize(self.info.get("dtype", "float32"))
+
     def series(
         self, path: str, metric: str, width: int, causal: bool = False
     ) -> tuple[list[int], list[float]]:
@@ -318,7 +340,8 @@ def load_benchmarks(root: str | Path = "benchmarks/results") -> list[BenchmarkRu
 # What the lesson and the kernel issue expect: time grows like T² on every path; memory like
 # T² where the score matrix is materialised (the reference paths) and like T where it is not.
 _EXPECTED_MEMORY = {"numpy reference": 2, "torch reference": 2}
-_TOLERANCE = 0.35
+#: how close a fitted exponent must come to the predicted one to count as near it
+NEAR = 0.35
 
 
 def expected_exponent(path: str, metric: str) -> int:
@@ -347,7 +370,7 @@ def describe_exponents(run: BenchmarkRun, width: int, causal: bool = False) -> s
             if slope is None:
                 parts.append(f"{metric} -")
                 continue
-            ok = abs(slope - want) <= _TOLERANCE
+            ok = abs(slope - want) <= NEAR
             near[metric].append(ok)
             slopes[metric].append(slope)
             parts.append(f"{metric} {slope:5.2f} ({'near' if ok else 'NOT near'} {want})")
@@ -360,6 +383,56 @@ def describe_exponents(run: BenchmarkRun, width: int, causal: bool = False) -> s
                 f"(fitted {lo:.2f} to {hi:.2f})"
             )
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class TimeSteps:
+    """One path's time against T, read for steps in the time per score (time / T²).
+
+    Attention's arithmetic grows like T², so a fitted time slope well above 2 means the
+    time per score itself rises inside the fitted range. ``lengths`` and ``per_score``
+    (seconds / T²) are the measurements; ``local`` the slope of log(time) on log(T)
+    between each pair of neighbouring lengths; ``steps`` the pairs (T_lo, T_hi) whose
+    local slope is more than ``tolerance`` above 2; ``past`` the lengths from the last
+    step's upper end on (every length when there is no step), and ``fitted`` the slope
+    over them: None with fewer than two, a step at the end of the sweep leaving nothing to
+    fit.
+    """
+
+    lengths: list[int]
+    per_score: list[float]
+    local: list[float]
+    steps: list[tuple[int, int]]
+    past: list[int]
+    fitted: float | None
+
+
+def time_steps(
+    lengths: Sequence[int], times: Sequence[float], tolerance: float = NEAR
+) -> TimeSteps:
+    """`TimeSteps` of one path's (lengths, median times), e.g. from `BenchmarkRun.series`.
+
+    Raises ValueError, naming the counts or the value, for fewer than two measurements,
+    lists of different lengths, or a length or time that is not positive.
+    """
+    if len(lengths) != len(times):
+        raise ValueError(f"need one time per length, got {len(lengths)} and {len(times)}")
+    pairs = sorted(zip(lengths, times, strict=True))
+    if len(pairs) < 2:
+        raise ValueError(f"need two or more measurements to read steps, got {len(pairs)}")
+    bad = [p for p in pairs if not (p[0] > 0 and p[1] > 0)]
+    if bad:
+        raise ValueError(f"lengths and times must be positive, got (length, time) {bad[0]}")
+    ts = [int(p[0]) for p in pairs]
+    ys = [float(p[1]) for p in pairs]
+    local = [log_log_slope(ts[i : i + 2], ys[i : i + 2]) for i in range(len(ts) - 1)]
+    steps = [(ts[i], ts[i + 1]) for i, s in enumerate(local) if s > 2 + tolerance]
+    start = ts.index(steps[-1][1]) if steps else 0
+    past = ts[start:]
+    fitted = log_log_slope(past, ys[start:]) if len(past) >= 2 else None
+    return TimeSteps(
+        ts, [y / t**2 for t, y in zip(ts, ys, strict=True)], local, steps, past, fitted
+    )
 
 
 def plot_benchmark(
@@ -555,7 +628,7 @@ def benchmark_headline(run: BenchmarkRun, width: int, causal: bool = False) -> s
         slopes = groups.get((metric, want))
         if not slopes:
             return None
-        near = sum(abs(s - want) <= _TOLERANCE for s in slopes)
+        near = sum(abs(s - want) <= NEAR for s in slopes)
         return f"{min(slopes):.2f}–{max(slopes):.2f} ({near} of {len(slopes)} near {want})"
 
     time = says("time", 2)

@@ -1,4 +1,4 @@
-"""The trained model seen from the notebooks: where a word looks, every head's map, the reshape.
+"""The trained model seen from the notebooks: where a word looks, every head's map.
 
 Functions the notebooks call on the committed weights (`load_model`), each
 returning plain numbers (numpy) a notebook prints or an explorer draws:
@@ -11,9 +11,6 @@ returning plain numbers (numpy) a notebook prints or an explorer draws:
   `pointer_head` is the head that finds the antecedent most often on
   held-out sentences (read from the training report).
 - `attention_maps`: every head's (T, T) weights over a sentence.
-- `reshape_steps`: the multi-head reshape of one layer, (B, T, C) -> (B, T,
-  H, d) -> (B, H, T, d) -> scores (B, H, T, T) -> ..., shapes read off the
-  model's real tensors.
 - `swap_attention`: the model's forward with its attention call swapped for
   `attention_lib.scaled_dot_product_attention`, PyTorch's SDPA and
   `attention_lib.flash_attention`: the largest logit difference of each.
@@ -49,7 +46,6 @@ __all__ = [
     "heldout_check",
     "model",
     "pointer_head",
-    "reshape_steps",
     "showcase",
     "swap_attention",
     "turn_volume",
@@ -257,21 +253,6 @@ def attention_maps(sentence: str = SHOWCASE[0], name: str = "sqrt_d16") -> HeadM
         model(name)(tokens[:, :n], trace=trace)
     weights = np.stack([t.weights[0].double().numpy() for t in trace])  # (layers, H, n, n)
     return HeadMaps(sentence, _shown(parsed.words), weights, parsed.query, parsed.antecedent)
-
-
-def reshape_steps(
-    sentence: str = SHOWCASE[0], name: str = "sqrt_d16", layer: int = 0
-) -> list[tuple[str, tuple[int, ...]]]:
-    """Each step of one layer's multi-head attention as (what, shape), from a real forward
-    pass over ``sentence`` (batch of one)."""
-    parsed = parse(sentence)
-    tokens = torch.from_numpy(build_corpus().encode([parsed]))[:, : len(parsed.words)]  # (1, T)
-    trace: list = []
-    with inference():
-        model(name)(tokens, trace=trace)
-    if not 0 <= layer < len(trace):
-        raise ValueError(f"layer must be in 0..{len(trace) - 1}, got {layer}")
-    return trace[layer].steps
 
 
 def swap_attention(

@@ -33,7 +33,7 @@ import contextlib
 import json
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -187,7 +187,6 @@ ATTENTION: dict[str, Attend] = {
 class LayerTrace:
     """What one layer's attention computed, for inspection (all detached, float).
 
-    ``steps`` lists each step of the multi-head reshape as (name, shape);
     ``q``, ``k`` (B, H, T, d), ``v`` (B, H, T, dv); ``logits`` (B, H, T, T)
     are the scaled scores with -inf above the diagonal; ``weights`` their
     softmax.
@@ -198,7 +197,6 @@ class LayerTrace:
     v: torch.Tensor
     logits: torch.Tensor
     weights: torch.Tensor
-    steps: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
 
 
 class CausalSelfAttention(nn.Module):
@@ -213,24 +211,21 @@ class CausalSelfAttention(nn.Module):
         self.value = nn.Linear(config.d_model, h * dv, bias=False)
         self.out = nn.Linear(h * dv, config.d_model, bias=False)
 
-    def _heads(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """x (B, T, C) -> all queries (B, T, H·d), queries split (B, T, H, d), then q, k
-        (B, H, T, d) and v (B, H, T, dv)."""
+    def _heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (B, T, C) -> q, k (B, H, T, d) and v (B, H, T, dv): each projection's last axis
+        cut into heads (view), then the heads put before the tokens (transpose)."""
         b, t, _ = x.shape
         h, d, dv = self.config.n_heads, self.config.head_width, self.config.value_width
-        q_all = self.query(x)  # (B, T, H·d): every head's queries side by side
-        q_split = q_all.view(b, t, h, d)  # (B, T, H, d)
-        q = q_split.transpose(1, 2)  # (B, H, T, d)
+        q = self.query(x).view(b, t, h, d).transpose(1, 2)  # (B, T, H·d) -> (B, H, T, d)
         k = self.key(x).view(b, t, h, d).transpose(1, 2)  # (B, H, T, d)
         v = self.value(x).view(b, t, h, dv).transpose(1, 2)  # (B, H, T, dv)
-        return q_all, q_split, q, k, v
+        return q, k, v
 
-    def _merge(self, heads: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """heads (B, H, T, dv) -> tokens first (B, T, H, dv), merged (B, T, H·dv), y (B, T, C)."""
+    def _merge(self, heads: torch.Tensor) -> torch.Tensor:
+        """heads (B, H, T, dv) -> (B, T, C): the heads side by side again, then W_o."""
         b, h, t, dv = heads.shape
-        tokens_first = heads.transpose(1, 2)  # (B, T, H, dv)
-        merged = tokens_first.reshape(b, t, h * dv)  # (B, T, H·dv)
-        return tokens_first, merged, self.out(merged)  # ..., (B, T, C)
+        merged = heads.transpose(1, 2).reshape(b, t, h * dv)  # (B, T, H, dv) -> (B, T, H·dv)
+        return self.out(merged)  # (B, T, C)
 
     def forward(
         self,
@@ -241,38 +236,16 @@ class CausalSelfAttention(nn.Module):
     ) -> torch.Tensor:
         """x (B, T, C) -> (B, T, C). With ``trace`` (a list), appends a `LayerTrace`.
         ``volume`` multiplies the scale (1: as trained)."""
-        c = self.config
-        scale = c.scale * volume
-        q_all, q_split, q, k, v = self._heads(x)
+        scale = self.config.scale * volume
+        q, k, v = self._heads(x)
         heads = attend(q, k, v, scale)  # (B, H, T, dv)
-        tokens_first, merged, y = self._merge(heads)
+        y = self._merge(heads)  # (B, T, C)
         if trace is not None:
             with torch.no_grad():
                 logits = (q @ k.transpose(-2, -1)) * scale  # (B, H, T, T)
                 logits = logits.masked_fill(~causal_keep(x.shape[1], x.device), float("-inf"))
                 weights = torch.softmax(logits, dim=-1)  # (B, H, T, T)
-            steps = [
-                ("x, the layer's input (batch, tokens, model width)", x),
-                ("x @ W_q: all heads' queries side by side", q_all),
-                (f"view: split the last axis into {c.n_heads} heads of {c.head_width}", q_split),
-                ("transpose(1, 2): heads before tokens", q),
-                ("q @ k^T * scale: scores, one T x T table per head", logits),
-                ("softmax over the last axis: weights", weights),
-                ("weights @ v: each head's output", heads),
-                ("transpose(1, 2): tokens before heads", tokens_first),
-                ("reshape: the heads side by side again", merged),
-                ("@ W_o: back to the model width", y),
-            ]
-            trace.append(
-                LayerTrace(
-                    q.detach(),
-                    k.detach(),
-                    v.detach(),
-                    logits,
-                    weights,
-                    [(name, tuple(int(s) for s in a.shape)) for name, a in steps],
-                )
-            )
+            trace.append(LayerTrace(q.detach(), k.detach(), v.detach(), logits, weights))
         return y
 
     def extend(
@@ -282,7 +255,7 @@ class CausalSelfAttention(nn.Module):
         cache, (B, H, P, d) and (B, H, P, dv), or None): returns (B, L, C) and the grown
         cache, S = P + L keys. ``alignment`` picks the causal mask (see `causal_mask_for`):
         "bottom_right" is right for a cache; "top_left" is what ``is_causal`` means."""
-        _, _, q, k, v = self._heads(x)  # q, k (B, H, L, d), v (B, H, L, dv)
+        q, k, v = self._heads(x)  # q, k (B, H, L, d), v (B, H, L, dv)
         if cache is not None:
             k = torch.cat([cache[0], k], dim=-2)  # (B, H, S, d)
             v = torch.cat([cache[1], v], dim=-2)  # (B, H, S, dv)
@@ -291,7 +264,7 @@ class CausalSelfAttention(nn.Module):
         else:
             keep = causal_mask_for(q.shape[-2], k.shape[-2], alignment)  # (L, S)
             heads = scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=self.config.scale)
-        return self._merge(heads)[-1], (k, v)  # (B, L, C)
+        return self._merge(heads), (k, v)  # (B, L, C)
 
 
 class Block(nn.Module):
