@@ -42,7 +42,7 @@ def online_update(m, total, acc, s, v):
 _FLASH_FORWARD = """\
 def flash_forward(q, k, v, block_q, block_k, is_causal=False):
     length, keys = q.shape[0], k.shape[0]
-    scale = 1 / math.sqrt(q.shape[-1])
+    scale = q.shape[-1] ** -0.5  # 1 / sqrt(E)
     out = np.zeros((length, v.shape[-1]))  # (L, Ev)
     lse = np.zeros(length)  # (L,)
     for r0 in range(0, length, block_q):
@@ -68,7 +68,7 @@ def flash_backward(q, k, v, out, lse, d_out, is_causal=False):
     group = q.shape[0] // k.shape[0]  # query heads per key/value head
     k_all = np.repeat(k, group, axis=0)  # (H, S, E): query head h reads key head h // group
     v_all = np.repeat(v, group, axis=0)  # (H, S, Ev)
-    scale = 1 / math.sqrt(q.shape[-1])
+    scale = q.shape[-1] ** -0.5  # 1 / sqrt(E)
     s = q @ k_all.swapaxes(-1, -2) * scale  # (H, L, S)
     if is_causal:
         s = np.where(np.tri(*s.shape[-2:], dtype=bool), s, -np.inf)  # keys j <= i
