@@ -106,6 +106,12 @@ def _forward_mistake(case: _ForwardCase, out: np.ndarray) -> tuple[str, str]:
     causal = (j <= i) if case.is_causal else np.ones((length, keys), dtype=bool)  # (L, S)
     if not np.all(np.isfinite(out)):
         bad = ~np.all(np.isfinite(out), axis=-1)  # (L,)
+        if case.is_causal and length > keys and np.array_equal(bad, i[:, 0] < length - keys):
+            return "bottom-right", (
+                f"rows 0–{length - keys - 1} are NaN: your causal mask is aligned bottom-right "
+                f"(query i sees keys up to i + S - L = i{keys - length:+d}), which leaves them no "
+                "key; PyTorch's is_causal is top-left: keys j <= i"
+            )
         if case.is_causal and bad[0] and not np.any(bad[1:]):
             return "diagonal masked", (
                 "row 0 is NaN: it sees no key at all, so the diagonal must be masked too; "

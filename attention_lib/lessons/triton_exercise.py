@@ -10,11 +10,9 @@ error of PyTorch's own attention in float16, against float64
 (`attention_lib.flash.accuracy.Check`).
 
 TRITON_INTERPRET=1 must be set before triton is imported, so the kernel
-runs in a child process (``python -m attention_lib.lessons.triton_exercise
-FOLDER``) that sets nothing else: the parent writes the inputs and the
-learner's source to a folder, the child writes back each case's output and
-log-sum-exp, or the error it raised. `check_key_blocks` checks several
-bodies in one child (one import of torch and triton).
+runs in a child process (`attention_lib.lessons.triton_runner`);
+`check_key_blocks` checks several bodies in one child (one import of torch
+and triton). Importing this module imports neither.
 
 A function that still raises NotImplementedError (the starter) is not run:
 the report says what to write. A wrong kernel is compared with the usual
@@ -25,19 +23,11 @@ while m and total are right, p not cast for the second tl.dot).
 
 from __future__ import annotations
 
-import ast
 import importlib.util
-import inspect
 import math
-import os
 import subprocess
-import sys
-import tempfile
-import textwrap
-import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -45,6 +35,7 @@ import numpy as np
 from ..core import scaled_dot_product_attention
 from .exercises import AttentionCheck, CaseResult
 from .flash_checks import NOT_WRITTEN, log_sum_exp, masked_scores, rows_text
+from .triton_runner import ARGUMENTS, CHILD_TIMEOUT_S, Body, read_body, run_bodies, skeleton_source
 
 __all__ = [
     "ARGUMENTS",
@@ -55,22 +46,6 @@ __all__ = [
     "skeleton_source",
 ]
 
-ARGUMENTS = (
-    "q",
-    "k",
-    "v",
-    "m",
-    "total",
-    "acc",
-    "rows",
-    "cols",
-    "length_k",
-    "qk_scale",
-    "IS_CAUSAL",
-)
-_SKELETON = "attention_lib.lessons.triton_skeleton"
-_CHILD_TIMEOUT_S = 600
-
 
 @dataclass(frozen=True)
 class KeyBlockCheck(AttentionCheck):
@@ -80,6 +55,12 @@ class KeyBlockCheck(AttentionCheck):
         "the float64 answer, within FlashAttention's rule (at most twice PyTorch's float16 error)"
     )
     against: ClassVar[str] = "FlashAttention's accuracy rule"
+
+    def __str__(self) -> str:
+        """The report; where the kernel could not run at all, the one reason why."""
+        if self.cause in ("no triton", "timeout"):
+            return self.hint
+        return super().__str__()
 
 
 @dataclass(frozen=True)
@@ -121,171 +102,6 @@ def kernel_cases() -> list[_KernelCase]:
         _KernelCase("causal, L > S", 1, 40, 23, 32, True, 16, 16),
         _KernelCase("rising scores", 1, 16, 64, 16, False, 16, 16, rising=True),
     ]
-
-
-def skeleton_source() -> str:
-    """The text of the skeleton kernel, as the learner reads it (triton is not imported)."""
-    spec = importlib.util.find_spec(_SKELETON)
-    text = Path(spec.origin).read_text()  # type: ignore[union-attr, arg-type]
-    node = next(
-        n
-        for n in ast.parse(text).body
-        if isinstance(n, ast.FunctionDef) and n.name == "attention_skeleton"
-    )
-    lines = text.splitlines()[node.decorator_list[0].lineno - 1 : node.end_lineno]
-    return "\n".join(line.replace("  # fmt: skip", "") for line in lines)
-
-
-# -- the learner's source ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Body:
-    name: str  # the function's name
-    source: str  # its source, decorators blanked
-    problem: str = ""  # why it cannot run ("" when it can)
-    starter: bool = False  # it still raises NotImplementedError
-
-
-def _raises_not_written(node: ast.FunctionDef) -> bool:
-    for statement in node.body:
-        if isinstance(statement, ast.Raise) and statement.exc is not None:
-            exc = statement.exc.func if isinstance(statement.exc, ast.Call) else statement.exc
-            if isinstance(exc, ast.Name) and exc.id == NOT_WRITTEN:
-                return True
-    return False
-
-
-def _read(attempt: Any) -> _Body:
-    """The learner's function (or source text) as a `_Body`."""
-    if callable(attempt):
-        try:
-            text = inspect.getsource(attempt)
-        except (OSError, TypeError):
-            return _Body("", "", "its source cannot be read: define key_block with def in a cell")
-    elif isinstance(attempt, str):
-        text = attempt
-    else:
-        raise TypeError(f"check_key_block needs a function or its source, got {type(attempt)}")
-    text = textwrap.dedent(text)
-    try:
-        tree = ast.parse(text)
-    except SyntaxError as err:
-        return _Body("", text, f"it does not parse: line {err.lineno}: {err.msg}")
-    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
-    if len(defs) != 1:
-        return _Body("", text, f"expected one function definition, found {len(defs)}")
-    node = defs[0]
-    names = [a.arg for a in node.args.posonlyargs + node.args.args]
-    if len(names) != len(ARGUMENTS) or node.args.vararg or node.args.kwonlyargs:
-        return _Body(
-            node.name,
-            text,
-            f"key_block takes {len(ARGUMENTS)} arguments ({', '.join(ARGUMENTS)}), "
-            f"yours takes {len(names)} ({', '.join(names)})",
-        )
-    lines = text.splitlines()
-    for decorator in node.decorator_list:  # the child adds its own @triton.jit
-        for i in range(decorator.lineno - 1, decorator.end_lineno or decorator.lineno):
-            lines[i] = ""
-    return _Body(node.name, "\n".join(lines) + "\n", starter=_raises_not_written(node))
-
-
-# -- the child process ---------------------------------------------------------------------
-
-_HINTS = {
-    "same dtype": "tl.dot takes two operands of one dtype: p is float32 and v float16, so "
-    "cast it first, tl.dot(p.to(v.dtype), v)",
-    "NameError": "key_block may use its arguments, tl, triton and math, nothing defined in "
-    "other cells",
-}
-
-
-def _error_text(err: BaseException, path: Path) -> str:
-    """The exception in one line, with the line of the learner's source it came from.
-
-    The interpreter wraps what the learner's code raised in an InterpreterError;
-    the first exception of the chain is the one named.
-    """
-    chain = [err]
-    while chain[-1].__cause__ is not None or chain[-1].__context__ is not None:
-        chain.append(chain[-1].__cause__ or chain[-1].__context__)  # type: ignore[arg-type]
-    lines = [
-        f.lineno
-        for e in chain
-        for f in traceback.extract_tb(e.__traceback__)
-        if f.filename == str(path)
-    ]
-    where = f" (line {lines[-1]} of your key_block)" if lines else ""
-    first = chain[-1]
-    text = f"{type(first).__name__}: {first}"
-    hint = next((h for key, h in _HINTS.items() if key in text), "")
-    return f"raised {text[:400]}{where}" + (f" -> {hint}" if hint else "")
-
-
-def _child(folder: Path) -> None:
-    """Run every body on every case; write {body: {case: (out, lse) or error}} to results.pt."""
-    import torch
-    import triton
-    import triton.language as tl
-
-    skeleton = importlib.import_module(_SKELETON)
-    job = torch.load(folder / "job.pt", weights_only=True)
-    results = []
-    for i, (name, source) in enumerate(job["bodies"]):
-        path = folder / f"key_block_{i}.py"
-        path.write_text(source)  # triton.jit reads the source back from this file
-        scope: dict[str, Any] = {"tl": tl, "triton": triton, "math": math, "__name__": path.stem}
-        runs: dict[str, Any] = {}
-        try:
-            exec(compile(source, str(path), "exec"), scope)
-            body = triton.jit(scope[name])
-        except Exception as err:  # the learner's code
-            results.append({"error": _error_text(err, path)})
-            continue
-        for case in job["cases"]:
-            q, k, v = (x.to(torch.float16) for x in case["inputs"])
-            try:
-                out, lse = skeleton.launch(
-                    body, q, k, v, case["is_causal"], case["block_m"], case["block_n"]
-                )
-                runs[case["name"]] = (out.double().numpy(), lse.double().numpy())
-            except Exception as err:  # the learner's code, run by the interpreter
-                runs[case["name"]] = _error_text(err, path)
-        results.append({"runs": runs})
-    torch.save(results, folder / "results.pt")
-
-
-def _run_child(bodies: list[_Body], cases: list[_KernelCase], inputs: list[tuple]) -> list[dict]:
-    import torch
-
-    with tempfile.TemporaryDirectory(prefix="key-block-") as tmp:
-        folder = Path(tmp)
-        job = {
-            "bodies": [(b.name, b.source) for b in bodies],
-            "cases": [
-                {
-                    "name": c.name,
-                    "inputs": [torch.from_numpy(a) for a in x],
-                    "is_causal": c.is_causal,
-                    "block_m": c.block_m,
-                    "block_n": c.block_n,
-                }
-                for c, x in zip(cases, inputs, strict=True)
-            ],
-        }
-        torch.save(job, folder / "job.pt")
-        env = {**os.environ, "TRITON_INTERPRET": "1"}
-        done = subprocess.run(
-            [sys.executable, "-m", __name__, str(folder)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=_CHILD_TIMEOUT_S,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"the interpreter's process failed:\n{done.stderr[-3000:]}")
-        return torch.load(folder / "results.pt", weights_only=False)
 
 
 # -- the verdicts --------------------------------------------------------------------------
@@ -375,8 +191,19 @@ def _diagnose(
     )
 
 
+_NO_TRITON = (
+    "Triton is not installed here (it needs Linux: pip install -e '.[triton]'), so the kernel "
+    "cannot run; the solution below opens on request"
+)
+
+
+def _not_run(what: str, hint: str, cause: str) -> KeyBlockCheck:
+    """A report of one line: why the kernel did not run."""
+    return KeyBlockCheck((CaseResult(what, "", False, None, hint, cause),), ())
+
+
 def _report(
-    body: _Body, result: dict | None, cases: list, inputs: list, refs: list
+    body: Body, result: dict | None, cases: list, inputs: list, refs: list
 ) -> KeyBlockCheck:
     """The report for one body, from what the child returned for it (None: not run)."""
     from ..flash.accuracy import Check
@@ -387,15 +214,13 @@ def _report(
             tuple(CaseResult(c.name, c.shape, False, None, hint, "raised") for c in cases), ()
         )
     if body.problem:
-        return KeyBlockCheck(
-            (CaseResult("your source", "", False, None, body.problem, "source"),), ()
-        )
+        return _not_run("your source", body.problem, "source")
     if result is None:
-        note = "Triton is not installed here (pip install -e '.[triton]', Linux only)"
-        return KeyBlockCheck((CaseResult("triton", "", False, None, note, "no triton"),), ())
+        return _not_run("triton", _NO_TRITON, "no triton")
+    if "timeout" in result:
+        return _not_run("kernel", result["timeout"], "timeout")
     if "error" in result:
-        failed = CaseResult("your source", "", False, None, result["error"], "raised")
-        return KeyBlockCheck((failed,), ())
+        return _not_run("your source", result["error"], "raised")
     lines = []
     for case, x, ref in zip(cases, inputs, refs, strict=True):
         run = result["runs"][case.name]
@@ -416,14 +241,23 @@ def _report(
 
 def check_key_blocks(attempts: Sequence[Any], *, seed: int = 0) -> list[KeyBlockCheck]:
     """`check_key_block` for several bodies at once, in one child process (one report each)."""
-    bodies = [_read(a) for a in attempts]
+    bodies = [read_body(a) for a in attempts]
     cases = kernel_cases()
     inputs = [c.inputs(seed + n) for n, c in enumerate(cases)]
     runnable = [b for b in bodies if not (b.starter or b.problem)]
     results: list[dict | None] = [None] * len(runnable)
     refs: list = []
     if runnable and importlib.util.find_spec("triton") is not None:
-        results = list(_run_child(runnable, cases, inputs))
+        try:
+            launches = [
+                {"name": c.name, "inputs": x, "is_causal": c.is_causal}
+                | {"block_m": c.block_m, "block_n": c.block_n}
+                for c, x in zip(cases, inputs, strict=True)
+            ]
+            results = run_bodies(runnable, launches)
+        except subprocess.TimeoutExpired:
+            said = f"the interpreter did not finish in {CHILD_TIMEOUT_S} s: a loop without end?"
+            results = [{"timeout": said}] * len(runnable)
         refs = [_reference(c, *x) for c, x in zip(cases, inputs, strict=True)]
     by_body = dict(zip(map(id, runnable), results, strict=True))
     return [_report(b, by_body.get(id(b)), cases, inputs, refs) for b in bodies]
@@ -444,7 +278,3 @@ def check_key_block(attempt: Any, *, verbose: bool = True, seed: int = 0) -> Key
     if verbose:
         print(report)
     return report
-
-
-if __name__ == "__main__":  # the child: python -m attention_lib.lessons.triton_exercise FOLDER
-    _child(Path(sys.argv[1]))
