@@ -249,6 +249,12 @@ def test_each_tiling_mistake_gets_its_own_message(cause, words, fn):
     assert words in report.hint, report.hint
 
 
+def test_a_bottom_right_mask_is_named_where_it_leaves_rows_without_keys():
+    report = check_flash_forward(_bottom_right, verbose=False)
+    longer = next(c for c in report.cases if c.name == "causal, L > S")  # L = 10, S = 6
+    assert longer.cause == "bottom-right" and longer.hint.startswith("rows 0–3 are NaN")
+
+
 def test_the_forward_checker_explains_shapes_and_the_starter():
     def lse_as_column(q, k, v, bq, bk, causal=False):
         out, lse = solution_function("flash_forward")(q, k, v, bq, bk, causal)

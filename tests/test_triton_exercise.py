@@ -141,6 +141,29 @@ def test_sources_that_cannot_run_are_explained_without_the_interpreter():
         check_key_block(42)
 
 
+def test_a_machine_without_triton_or_a_kernel_without_end_is_told_in_one_line(monkeypatch):
+    import importlib.util as util
+
+    from attention_lib.lessons import triton_exercise
+
+    real = util.find_spec
+
+    def no_triton(name, *args):
+        return None if name == "triton" else real(name, *args)
+
+    monkeypatch.setattr(util, "find_spec", no_triton)
+    missing = check_key_block(SOLUTION, verbose=False)
+    assert missing.cause == "no triton" and str(missing).startswith("Triton is not installed")
+    monkeypatch.setattr(util, "find_spec", real)
+
+    def never_ends(bodies, launches):
+        raise subprocess.TimeoutExpired("python", 600)
+
+    monkeypatch.setattr(triton_exercise, "run_bodies", never_ends)
+    stuck = check_key_block(SOLUTION, verbose=False)
+    assert stuck.cause == "timeout" and "did not finish in 600 s" in str(stuck)
+
+
 def test_the_skeleton_shown_to_the_learner_leaves_the_body_out():
     text = skeleton_source()
     assert text.startswith("@triton.jit\ndef attention_skeleton(")

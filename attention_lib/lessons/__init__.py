@@ -15,8 +15,9 @@ normalisers) and is tested like it; nothing below imports from here.
     flash_checks    what notebook 07's checkers share: running the attempt, naming rows
     online_exercise, tiled_exercise, backward_exercise
                     notebook 07's numpy exercises: the update, the tiled loop, the backward
-    triton_exercise the key loop's body run in Triton's interpreter (a child process),
-                    in the kernel of triton_skeleton; flash_solutions: the four solutions
+    triton_exercise the key loop's body, held to FlashAttention's accuracy rule
+    triton_runner   that body in triton_skeleton's kernel, in Triton's interpreter (a
+                    child process); flash_solutions: notebook 07's four solutions
     rounding        differences at rounding level printed as a bound, true on any CPU
     gpu             the committed GPU benchmark beside the CPU one; a live run on CUDA
 
