@@ -55,6 +55,14 @@ class _UpdateCase:
     scores: np.ndarray  # (L, bk) the new block
     values: np.ndarray  # (bk, Ev)
 
+    def states(self) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+        """(m, total, acc) before the new block and after it, from their definition."""
+        after = _state(
+            np.concatenate([self.seen, self.scores], axis=-1),
+            np.concatenate([self.seen_values, self.values], axis=0),
+        )
+        return _state(self.seen, self.seen_values), after
+
 
 def _state(scores: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, ...]:
     """(m, total, acc) of ``scores`` (L, n) and ``values`` (n, Ev), from their definition."""
@@ -114,11 +122,7 @@ _HINTS = {
 
 def _update_mistake(case: _UpdateCase, got: tuple[np.ndarray, ...]) -> tuple[str, str]:
     """(cause, hint) for a wrong update, from the known mistakes' outputs."""
-    m, total, acc = _state(case.seen, case.seen_values)
-    m_new, total_new, acc_new = _state(
-        np.concatenate([case.seen, case.scores], axis=-1),
-        np.concatenate([case.seen_values, case.values], axis=0),
-    )
+    (m, total, acc), (m_new, total_new, acc_new) = case.states()
     m1, total1, acc1 = (np.asarray(x, dtype=float) for x in got)
     shift = row_shift(np, m_new)  # (L, 1)
     p = np.exp(case.scores - shift)  # (L, bk)
@@ -131,7 +135,7 @@ def _update_mistake(case: _UpdateCase, got: tuple[np.ndarray, ...]) -> tuple[str
             return "masked row", _HINTS["masked row"].format(rows=where)
         if np.all(np.isneginf(m[bad])):
             return "first keys", _HINTS["first keys"].format(rows=where)
-        if np.max(case.scores[np.isfinite(case.scores)]) > 700:
+        if np.max(case.scores[np.isfinite(case.scores)], initial=-np.inf) > 700:
             return "overflow", _HINTS["overflow"]
         return (
             "not finite",
@@ -169,11 +173,7 @@ def _update_mistake(case: _UpdateCase, got: tuple[np.ndarray, ...]) -> tuple[str
 
 
 def _run_update(fn: Callable[..., Any], case: _UpdateCase) -> CaseResult:
-    state = _state(case.seen, case.seen_values)
-    want = _state(
-        np.concatenate([case.seen, case.scores], axis=-1),
-        np.concatenate([case.seen_values, case.values], axis=0),
-    )
+    state, want = case.states()
     shape = f"L={case.scores.shape[0]} bk={case.scores.shape[1]} Ev={case.values.shape[1]}"
     got, failed = call(fn, (*state, case.scores, case.values), case.name, shape)
     if failed:
