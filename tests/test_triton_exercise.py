@@ -7,9 +7,9 @@ interpreter, TRITON_INTERPRET=1, about ten seconds on two cores): the
 solution must pass FlashAttention's rule, each mistake must fail with the
 cause and the words meant for it. The starter and unreadable sources are
 answered without starting the interpreter. Last, the skeleton with the
-solution go through the GPU compiler's front end for sm_90 with no GPU
-here: the interpreter accepts code the compiler refuses (a plain global,
-for one), so the exercise's kernel is held to both.
+solution goes through the GPU compiler's front end for sm_80 and sm_90,
+with no GPU here: the interpreter accepts code the compiler refuses (a
+plain global, for one), so the exercise's kernel is held to both.
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ def test_the_skeleton_shown_to_the_learner_leaves_the_body_out():
 # -- the skeleton and the solution compiled for a GPU, in a child without the interpreter
 
 
-def _compile_for_sm90() -> None:
+def _front_end_for_sm80_and_sm90() -> None:
     import math
 
     import triton
@@ -199,8 +199,9 @@ def _compile_for_sm90() -> None:
     source = ASTSource(triton_skeleton.attention_skeleton, signature, constexprs)
     # the compiler's first stage, where a kernel's Python is checked (globals, constexprs,
     # types, shapes): the same as tests/test_triton_compile.py's for the library's kernels
-    module = front_end(source, GPUTarget("cuda", 90, 32), {"num_warps": 4, "num_stages": 2})
-    print("tt.dot" in str(module))
+    for arch in (80, 90):
+        module = front_end(source, GPUTarget("cuda", arch, 32), {"num_warps": 4, "num_stages": 2})
+        print(arch, "tt.dot" in str(module))
 
 
 @needs_triton
@@ -213,8 +214,8 @@ def test_the_exercise_kernel_passes_the_gpu_compilers_front_end():
         [sys.executable, __file__], env=env, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split()[-1] == "True"  # Triton IR with the learner's two products
+    assert done.stdout.split() == ["80", "True", "90", "True"]  # IR with the learner's products
 
 
 if __name__ == "__main__":  # the child of the last test
-    _compile_for_sm90()
+    _front_end_for_sm80_and_sm90()
