@@ -88,7 +88,7 @@ def feedback(report: Any) -> str:
         ):
             return (
                 f"Your function is not written yet: it raises NotImplementedError. Write it, "
-                f"run the cell again, and the checker compares it with the library on "
+                f"run the cell again, and the checker compares it with {report.against} on "
                 f"{len(report.cases)} cases."
             )
         text = str(report)

@@ -12,6 +12,12 @@ normalisers) and is tested like it; nothing below imports from here.
     alternatives    additive, cosine and linear attention; attention sinks
     mistakes        the four common mistakes, each next to its fix
     exercises       checkers that give feedback on a learner's attempt
+    flash_checks    what notebook 07's checkers share: running the attempt, naming rows
+    online_exercise, tiled_exercise, backward_exercise
+                    notebook 07's numpy exercises: the update, the tiled loop, the backward
+    triton_exercise the key loop's body, held to FlashAttention's accuracy rule
+    triton_runner   that body in triton_skeleton's kernel, in Triton's interpreter (a
+                    child process); flash_solutions: notebook 07's four solutions
     rounding        differences at rounding level printed as a bound, true on any CPU
     gpu             the committed GPU benchmark beside the CPU one; a live run on CUDA
 
@@ -25,5 +31,6 @@ The small model trained here (``make model``), and what the notebooks ask of it:
     model_figures   still figures of the training report and of the head maps
     research        the scale inside the gradient, saturation, μP's alignment, QK-norm
 
-tiny_model, training, model_views and research import torch.
+tiny_model, training, model_views and research import torch;
+triton_skeleton imports torch and triton (only the interpreter's child process loads it).
 """

@@ -20,6 +20,7 @@ import inspect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -117,7 +118,15 @@ class CaseResult:
 
 @dataclass(frozen=True)
 class AttentionCheck:
-    """The whole report: every case, and the most likely cause of any failure."""
+    """The whole report: every case, and the most likely cause of any failure.
+
+    Other exercises' reports subclass it and name their own ``oracle`` (what
+    a passing attempt agrees with) and ``against`` (the same, in the words of
+    `attention_lib.explorers.reveal.feedback`'s "not written yet" line).
+    """
+
+    oracle: ClassVar[str] = "attention_lib.scaled_dot_product_attention"
+    against: ClassVar[str] = "the library"
 
     cases: tuple[CaseResult, ...]
     notes: tuple[str, ...]
@@ -142,10 +151,7 @@ class AttentionCheck:
         lines = [str(c) for c in self.cases] + [f"  note: {n}" for n in self.notes]
         failed = sum(not c.passed for c in self.cases)
         if failed == 0:
-            verdict = (
-                f"All {len(self.cases)} cases agree with "
-                "attention_lib.scaled_dot_product_attention."
-            )
+            verdict = f"All {len(self.cases)} cases agree with {self.oracle}."
         else:
             verdict = f"{failed} of {len(self.cases)} cases differ. Most likely: {self.hint}"
         return "\n".join([verdict, *lines])
