@@ -187,6 +187,7 @@ class AttentionCheck(CheckReport):
     """`check_attention`'s report."""
 
     SUBJECT: ClassVar[str] = "attention_lib.scaled_dot_product_attention"
+    QUESTION: ClassVar[str] = "Which steps turn q, k and v into one output row per query?"
 
 
 def _scores(case: _Case, scale: float) -> np.ndarray:
