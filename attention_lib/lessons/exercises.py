@@ -787,10 +787,10 @@ SOLUTIONS: dict[str, Solution] = {
         "Dividing by d^(1/4) under-corrects: the logits' spread becomes d^(1/2) / d^(1/4) = "
         "d^(1/4), which still grows, so the winner's share climbs toward one. Dividing by d "
         "over-corrects the other way (the spread 1/sqrt(d) shrinks and the weights slide toward "
-        "1/6). sqrt(d) is the one power of d that cancels the growth (exactly, in expectation, "
-        "when the components are independent with mean zero and variance one; means mu_q and "
-        "mu_k add d(mu_q^2 + mu_k^2) to the variance), so it alone holds the spread, and with "
-        "it the weights, level as d changes.",
+        "1/6). sqrt(d) is the one power of d that cancels the growth, so it alone holds the "
+        "spread, and with it the weights, level as d changes. It cancels it exactly (in "
+        "expectation) only for independent components of mean zero and variance one: means "
+        "mu_q and mu_k add d(mu_q^2 + mu_k^2) to the variance.",
     ),
     "my_attention": Solution(
         "my_attention",
@@ -813,9 +813,9 @@ SOLUTIONS: dict[str, Solution] = {
         "Two masks, each a comparison, combined with &: a key takes part only if it is not in "
         "the query's future and not padding. The padding mask indexes keys, so it broadcasts "
         "over the query axis (real[:, None, :]); a padding query keeps the real keys, so no "
-        "row is all False (a softmax over an empty row is NaN). For PyTorch's "
-        "scaled_dot_product_attention add the head axis, mask[:, None], and pass it as "
-        "attn_mask (not together with is_causal=True). Now break it on purpose (np.triu, |, "
+        "row is all False (a softmax over an empty row is NaN). In PyTorch the mask goes in as "
+        "attn_mask, with a head axis added, and is_causal stays False: the causal part is "
+        "already in it (passing both is an error). Now break it on purpose (np.triu, |, "
         "padding on the rows) and read what the checker says.",
     ),
     "decode_step": Solution(

@@ -77,7 +77,7 @@ _JS_ANSWERS = f"""(b) => {{
   return Array.from(box.querySelectorAll('.{reveal.ANSWER}')).map((node) => {{
     const prose = node.cloneNode(true);
     prose.querySelectorAll('pre, code').forEach((n) => n.remove());
-    const images = Array.from(node.querySelectorAll('img'));
+    const images = node.tagName === 'IMG' ? [node] : Array.from(node.querySelectorAll('img'));
     return {{
       shown: node.getClientRects().length > 0,
       prose: prose.textContent,
