@@ -107,7 +107,7 @@ def _check_room(relevance: np.ndarray, names: Sequence[str]) -> np.ndarray:
 def room_shares(relevance: np.ndarray, volume: float) -> np.ndarray:
     """Shares of attention, ``softmax(volume * relevance)``: shape of ``relevance``, sum 1.
 
-    ``volume`` is a multiplier on every score (the room's master volume): near 0
+    ``volume`` is a multiplier on every score (how loud the whole room is): near 0
     everyone gets the same share, large values hand everything to the top score.
     Raises ValueError for a negative or non-finite volume.
     """

@@ -647,10 +647,6 @@ def decode_cases(seed: int = 0) -> list[_DecodeCase]:
     return cases
 
 
-def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-    return scaled_dot_product_attention(q, k, v, mask)  # (T, Ev)
-
-
 def _bottom_right(new: int, total: int) -> np.ndarray:
     """(T, S) True where new token i, at position S - T + i, may see key j."""
     return np.tril(np.ones((new, total), dtype=bool), k=total - new)
@@ -664,15 +660,23 @@ def _known_decode_mistakes(case: _DecodeCase) -> list[tuple[str, str, np.ndarray
     total, width = k.shape[0], q.shape[-1]
     mask = _bottom_right(new, total)
     out = [
-        ("top-left", HINT_TOP_LEFT, _attend(q, k, v, np.tril(np.ones((new, total), bool)))),
+        (
+            "top-left",
+            HINT_TOP_LEFT,
+            scaled_dot_product_attention(q, k, v, np.tril(np.ones((new, total), bool))),
+        ),
         ("no scale", HINT_NO_SCALE, scaled_dot_product_attention(q, k, v, mask, scale=1.0)),
         ("1/d", HINT_TOO_FLAT_D, scaled_dot_product_attention(q, k, v, mask, scale=1 / width)),
     ]
     if new > 1:
-        out.append(("no mask", HINT_NO_CHUNK_MASK, _attend(q, k, v, None)))
+        out.append(("no mask", HINT_NO_CHUNK_MASK, scaled_dot_product_attention(q, k, v, None)))
     if case.key_cache.shape[0] > 0:  # attended before appending: only the old keys
         out.append(
-            ("not appended", HINT_NOT_APPENDED, _attend(q, case.key_cache, case.value_cache, None))
+            (
+                "not appended",
+                HINT_NOT_APPENDED,
+                scaled_dot_product_attention(q, case.key_cache, case.value_cache, None),
+            )
         )
     return out
 
@@ -693,7 +697,7 @@ def _run_decode_case(fn: Callable[..., Any], case: _DecodeCase) -> CaseResult:
     shape = f"P={past} T={new} d={q.shape[1]} dv={case.value.shape[1]}"
     k = np.concatenate([case.key_cache, case.key])  # (S, E)
     v = np.concatenate([case.value_cache, case.value])  # (S, Ev)
-    expected = _attend(q, k, v, _bottom_right(new, k.shape[0]))  # (T, Ev)
+    expected = scaled_dot_product_attention(q, k, v, _bottom_right(new, k.shape[0]))  # (T, Ev)
 
     def result(passed: bool, hint: str, cause: str = "", error: float | None = None):
         return CaseResult(case.name, shape, passed, error, hint, cause)
