@@ -386,7 +386,7 @@ def check_scale_rule(
     By default the raw scores are 2,000 seeded trials of one query against 6
     keys at each of ``widths`` (`sweep_widths`, seed 0). ``logits`` gives them
     instead: head width d -> raw scores of shape (trials, keys), the same
-    shape at every width; the widths are then its keys, in order (notebook
+    shape at every width; the widths are then its keys, in increasing order (notebook
     02 passes its second table's draws, so the answer comes from the trials
     the table printed). ``expect`` is None or one of "flatten", "sharpen",
     "hold"; the result says whether the rule behaved that way. Raises
@@ -423,7 +423,7 @@ def _sweep_of(logits: Mapping[int, np.ndarray]) -> WidthSweep:
     """A `WidthSweep` of given raw scores, width -> (trials, keys); see `check_scale_rule`."""
     if not logits:
         raise ValueError("logits must hold the raw scores of at least one width")
-    arrays = {int(d): np.asarray(x, dtype=float) for d, x in logits.items()}
+    arrays = {int(d): np.asarray(logits[d], dtype=float) for d in sorted(logits)}
     shapes = {d: x.shape for d, x in arrays.items()}
     first = next(iter(shapes.values()))
     if len(first) != 2 or first[1] < 2 or any(shape != first for shape in shapes.values()):
