@@ -180,3 +180,23 @@ def test_the_models_are_described_from_the_report(report):
     odd["models"]["inv_d64"]["model"]["n_heads"] = 2
     with pytest.raises(ValueError, match="differ in more than the head"):
         describe_models(odd)
+
+
+def test_notebook_00_describes_the_models_the_report_holds(report):
+    # 00 describes the trained models once, in a table; it must be the report's models
+    from attention_lib.lessons.model_figures import MODEL_LABELS
+
+    notebook = trained_dir().parents[2] / "notebooks" / "00_start_here.ipynb"
+    text = "".join("".join(c["source"]) for c in json.loads(notebook.read_text())["cells"])
+    rows = [line.split("|")[1:-1] for line in text.splitlines() if line.startswith("| 1/")]
+    rows += [line.split("|")[1:-1] for line in text.splitlines() if line.startswith("| none")]
+    described = {cells[0].strip(): int(cells[2].strip()) for cells in rows}
+    expected = {MODEL_LABELS[n]: run["model"]["head_width"] for n, run in report["models"].items()}
+    assert described == expected
+    shape = {
+        (run["model"]["n_layers"], run["model"]["n_heads"]) for run in report["models"].values()
+    }
+    prose = " ".join(text.split())
+    assert shape == {(2, 4)} and "two layers of four heads, model width 64" in prose
+    assert {run["model"]["value_width"] for run in report["models"].values()} == {16}
+    assert "values of width 16 in every head" in prose
