@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -250,3 +251,227 @@ def test_the_scale_rule_solution_sharpens_as_the_exercise_asks():
 def test_the_attention_solution_passes_every_case():
     report = check_attention(_defined(SOLUTIONS["my_attention"]), verbose=False)
     assert report.passed and len(report.cases) == 5
+
+
+def test_the_scale_rule_can_run_on_given_scores() -> None:
+    # notebook 02 passes its second table's draws: the answer comes from those trials
+    rng = np.random.default_rng(5)
+    scores = {d: rng.normal(size=(300, 6)) * math.sqrt(d) for d in (4, 64, 256)}  # (trials, 6)
+    report = check_scale_rule(lambda d: 1 / d, logits=scores, verbose=False)
+    assert report.widths == (4, 64, 256) and report.keys == 6
+    expected = [softmax(scores[d] / d, axis=-1).max(axis=-1).mean() for d in scores]
+    assert report.tops == pytest.approx(expected, rel=1e-12)
+    assert report.behaviour == "flatten"
+
+
+@pytest.mark.parametrize(
+    ("logits", "match"),
+    [
+        ({}, "at least one width"),
+        ({4: np.zeros((10, 6)), 16: np.zeros((10, 5))}, r"same shape for every width"),
+        ({4: np.zeros((10, 1))}, "at least two keys"),
+        ({4: np.zeros(10)}, r"one \(trials, keys\) array per width"),
+    ],
+)
+def test_the_scale_rule_refuses_scores_of_the_wrong_shape(logits, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        check_scale_rule(lambda d: 1 / d, logits=logits, verbose=False)
+
+
+# -- notebook 02: one mask for padding and causality ---------------------------------------
+
+
+def mask_right(lengths, size):
+    causal = np.tril(np.ones((size, size), dtype=bool))  # (L, L)
+    real = np.arange(size) < np.asarray(lengths)[:, None]  # (B, L)
+    return causal & real[:, None, :]
+
+
+def mask_causal_only(lengths, size):
+    return np.broadcast_to(np.tril(np.ones((size, size), dtype=bool)), (len(lengths), size, size))
+
+
+def mask_padding_only(lengths, size):
+    real = np.arange(size) < np.asarray(lengths)[:, None]
+    return np.broadcast_to(real[:, None, :], (len(lengths), size, size))
+
+
+def mask_upper_triangle(lengths, size):
+    real = np.arange(size) < np.asarray(lengths)[:, None]
+    return np.triu(np.ones((size, size), dtype=bool)) & real[:, None, :]
+
+
+def mask_or(lengths, size):
+    real = np.arange(size) < np.asarray(lengths)[:, None]
+    return np.tril(np.ones((size, size), dtype=bool)) | real[:, None, :]
+
+
+def mask_swapped(lengths, size):
+    return ~mask_right(lengths, size)
+
+
+def mask_rows_too(lengths, size):
+    real = np.arange(size) < np.asarray(lengths)[:, None]
+    return mask_right(lengths, size) & real[:, :, None]  # padding queries' rows all False
+
+
+def mask_no_diagonal(lengths, size):
+    real = np.arange(size) < np.asarray(lengths)[:, None]
+    return np.tril(np.ones((size, size), dtype=bool), k=-1) & real[:, None, :]
+
+
+def mask_as_floats(lengths, size):
+    return mask_right(lengths, size).astype(float)
+
+
+def mask_one_for_all(lengths, size):
+    return np.tril(np.ones((size, size), dtype=bool))  # (L, L): no batch axis
+
+
+def mask_not_written(lengths, size):
+    raise NotImplementedError("replace this line with your mask")
+
+
+def test_the_combined_mask_solution_and_a_right_mask_pass() -> None:
+    from attention_lib.lessons.exercises import check_combined_mask
+
+    for fn in (mask_right, _defined(SOLUTIONS["combined_mask"])):
+        report = check_combined_mask(fn, verbose=False)
+        assert report.passed and report.cause == "" and len(report.cases) == 3
+        assert str(report).startswith("All 3 cases agree with the reference mask.")
+
+
+@pytest.mark.parametrize(
+    ("fn", "cause", "hint_name"),
+    [
+        (mask_causal_only, "padding left out", "HINT_PADDING_LEFT_OUT"),
+        (mask_padding_only, "causality left out", "HINT_CAUSALITY_LEFT_OUT"),
+        (mask_upper_triangle, "upper triangle", "HINT_UPPER_TRIANGLE"),
+        (mask_or, "or, not and", "HINT_OR_NOT_AND"),
+        (mask_swapped, "swapped", "HINT_MASK_SWAPPED"),
+        (mask_rows_too, "empty rows", "HINT_EMPTY_ROWS"),
+        (mask_no_diagonal, "no diagonal", "HINT_NO_DIAGONAL"),
+    ],
+)
+def test_the_usual_mask_mistakes_get_their_message(fn, cause: str, hint_name: str) -> None:
+    from attention_lib.lessons import exercises
+    from attention_lib.lessons.exercises import check_combined_mask
+
+    report = check_combined_mask(fn, verbose=False)
+    assert not report.passed and report.cause == cause
+    assert report.hint.endswith(getattr(exercises, hint_name)), report.hint
+    assert re.match(r"\d+ of \d+ entries differ: ", report.hint), report.hint
+
+
+def test_a_mask_of_the_wrong_kind_is_told_what_kind_it_must_be() -> None:
+    from attention_lib.lessons.exercises import check_combined_mask
+
+    floats = check_combined_mask(mask_as_floats, verbose=False)
+    assert floats.cause == "dtype" and "adds a float mask to the scores" in floats.hint
+    one = check_combined_mask(mask_one_for_all, verbose=False)
+    assert one.cause == "shape" and "give each its own" in one.hint
+    assert "expected one (L, L) mask per sequence, shape (1, 4, 4), got (4, 4)" in one.hint
+    starter = check_combined_mask(mask_not_written, verbose=False)
+    assert starter.not_written and starter.cause == "raised"
+    with pytest.raises(TypeError, match=r"needs a function fn\(lengths, size\)"):
+        check_combined_mask(np.ones(3))
+
+
+# -- notebook 02: a KV-cache decode step ---------------------------------------------------
+
+
+def _attend(q, k, v, mask=None):
+    scores = q @ k.T / math.sqrt(q.shape[-1])  # (T, S)
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    return softmax(scores, axis=-1) @ v  # (T, dv)
+
+
+def decode_right(q, k, v, k_cache, v_cache):
+    k_cache, v_cache = np.concatenate([k_cache, k]), np.concatenate([v_cache, v])
+    t, s = len(q), len(k_cache)
+    return _attend(q, k_cache, v_cache, np.tril(np.ones((t, s), bool), k=s - t)), k_cache, v_cache
+
+
+def decode_top_left(q, k, v, k_cache, v_cache):
+    k_cache, v_cache = np.concatenate([k_cache, k]), np.concatenate([v_cache, v])
+    mask = np.tril(np.ones((len(q), len(k_cache)), bool))  # what is_causal=True does
+    return _attend(q, k_cache, v_cache, mask), k_cache, v_cache
+
+
+def decode_before_appending(q, k, v, k_cache, v_cache):
+    out = _attend(q, k_cache, v_cache) if len(k_cache) else np.zeros((len(q), v.shape[1]))
+    return out, np.concatenate([k_cache, k]), np.concatenate([v_cache, v])
+
+
+def decode_in_front(q, k, v, k_cache, v_cache):
+    k_cache, v_cache = np.concatenate([k, k_cache]), np.concatenate([v, v_cache])
+    return _attend(q, k_cache, v_cache), k_cache, v_cache
+
+
+def decode_no_mask(q, k, v, k_cache, v_cache):
+    k_cache, v_cache = np.concatenate([k_cache, k]), np.concatenate([v_cache, v])
+    return _attend(q, k_cache, v_cache), k_cache, v_cache
+
+
+def decode_old_cache(q, k, v, k_cache, v_cache):
+    out, _, _ = decode_right(q, k, v, k_cache, v_cache)
+    return out, k_cache, v_cache
+
+
+def decode_unscaled(q, k, v, k_cache, v_cache):
+    k_cache, v_cache = np.concatenate([k_cache, k]), np.concatenate([v_cache, v])
+    t, s = len(q), len(k_cache)
+    scores = np.where(np.tril(np.ones((t, s), bool), k=s - t), q @ k_cache.T, -np.inf)
+    return softmax(scores, axis=-1) @ v_cache, k_cache, v_cache
+
+
+def decode_output_only(q, k, v, k_cache, v_cache):
+    return decode_right(q, k, v, k_cache, v_cache)[0]
+
+
+def test_the_decode_step_solution_and_a_right_step_pass() -> None:
+    from attention_lib.lessons.exercises import check_decode_step
+
+    for fn in (decode_right, _defined(SOLUTIONS["decode_step"])):
+        report = check_decode_step(fn, verbose=False)
+        assert report.passed and len(report.cases) == 4
+        assert all(str(c).endswith("max abs error below 1e-12") for c in report.cases)
+
+
+@pytest.mark.parametrize(
+    ("fn", "cause", "hint_name"),
+    [
+        (decode_top_left, "top-left", "HINT_TOP_LEFT"),
+        (decode_before_appending, "not appended", "HINT_NOT_APPENDED"),
+        (decode_in_front, "cache front", "HINT_CACHE_FRONT"),
+        (decode_no_mask, "no mask", "HINT_NO_CHUNK_MASK"),
+        (decode_old_cache, "cache stale", "HINT_CACHE_STALE"),
+        (decode_unscaled, "no scale", "HINT_NO_SCALE"),
+    ],
+)
+def test_the_usual_decode_mistakes_get_their_message(fn, cause: str, hint_name: str) -> None:
+    from attention_lib.lessons import exercises
+    from attention_lib.lessons.exercises import check_decode_step
+
+    with np.errstate(invalid="ignore", divide="ignore"):  # a softmax over an empty cache
+        report = check_decode_step(fn, verbose=False)
+    assert not report.passed and report.cause == cause, report
+    assert report.hint == getattr(exercises, hint_name)
+
+
+def test_a_decode_step_without_its_cache_is_told_what_to_return() -> None:
+    from attention_lib.lessons.exercises import check_decode_step
+
+    report = check_decode_step(decode_output_only, verbose=False)
+    assert report.cause == "returns" and "(output, k_cache, v_cache)" in report.hint
+    with pytest.raises(TypeError, match="needs a function fn"):
+        check_decode_step("decode")
+
+
+def test_the_top_left_mistake_passes_only_the_case_where_top_left_is_right() -> None:
+    # with an empty cache (P = 0) the score matrix is square and both alignments agree
+    from attention_lib.lessons.exercises import check_decode_step
+
+    report = check_decode_step(decode_top_left, verbose=False)
+    assert [c.passed for c in report.cases] == [False, False, False, True]

@@ -238,3 +238,104 @@ def test_a_gate_for_a_solution_function_shows_that_function_checked(capsys):
     )
     with pytest.raises(ValueError, match="does not define a function 'missing'"):
         SolutionGate.for_function(lambda fn: None, "x = 1", "missing")
+
+
+# -- the convention the browser test reads, and the course's predictions -------------------
+
+
+def _classes(widget: widgets.Widget) -> set[str]:
+    return set(widget._dom_classes)
+
+
+def test_every_ask_before_telling_box_marks_its_parts():
+    from attention_lib.explorers import reveal
+
+    gate = scale_gate()
+    assert reveal.BOX in _classes(gate.widget)
+    assert reveal.ANSWER in _classes(gate.solution) and reveal.BUTTON in _classes(gate.button)
+    picture = widgets.Image()
+    prediction = predict_number(
+        "How many?", lambda: 3.0, low=0, high=10, step=1, tolerance=1, reveal=picture
+    )
+    assert reveal.BOX in _classes(prediction.widget)
+    assert reveal.GUESS in _classes(prediction.guess)
+    assert reveal.BUTTON in _classes(prediction.button)
+    assert {reveal.ANSWER} <= _classes(prediction.result) & _classes(picture)
+    # the saved notebook shows that the box asks: its still version carries the class
+    for box in (gate.widget, prediction.widget):
+        assert f'class="{reveal.STILL}"' in box._repr_mimebundle_()["text/html"]
+
+
+def test_the_new_checkers_starters_ask_their_question(capsys):
+    from attention_lib.lessons.exercises import (
+        DecodeCheck,
+        MaskCheck,
+        check_combined_mask,
+        check_decode_step,
+    )
+
+    def mask_starter(lengths, size):
+        raise NotImplementedError("replace this line with your mask")
+
+    def decode_starter(q, k, v, k_cache, v_cache):
+        raise NotImplementedError("replace this line with your decode step")
+
+    for check, fn, kind, cases in (
+        (check_combined_mask, mask_starter, MaskCheck, 3),
+        (check_decode_step, decode_starter, DecodeCheck, 4),
+    ):
+        gate = SolutionGate(lambda f, check=check: check(f, verbose=False), "def f(): pass")
+        report = gate.attempt(fn)
+        printed = capsys.readouterr().out.strip()
+        assert printed == feedback(report)
+        assert printed.startswith("Your function is not written yet")
+        assert kind.QUESTION in printed and kind.QUESTION.endswith("?")
+        assert f"compares it with {kind.SUBJECT} on {cases} cases" in printed
+        assert gate.revealed is None and hidden(gate.solution)
+
+
+@pytest.mark.parametrize("name", ["share", "spread", "divide_by_d"])
+def test_the_course_predictions_keep_their_answer_until_locked_in(name):
+    from attention_lib.explorers.crowded_room import share_prediction
+    from attention_lib.explorers.gradients import spread_prediction
+    from attention_lib.explorers.scaling import divide_by_d_prediction
+
+    rng = np.random.default_rng(0)
+    build = {
+        "share": share_prediction,
+        "spread": lambda: spread_prediction(64, samples=500),
+        "divide_by_d": lambda: divide_by_d_prediction(
+            {d: rng.normal(size=(500, 6)) * math.sqrt(d) for d in (4, 16, 64, 256)}
+        ),
+    }[name]
+    prediction = build()
+    assert prediction.answered is None and hidden(prediction.result)
+    assert prediction.reveal is None or hidden(prediction.reveal)
+    if prediction.guess.value is None:
+        prediction.guess.value = prediction.guess.options[0]
+    verdict = prediction.lock()
+    assert not hidden(prediction.result) and verdict
+    assert prediction.reveal is None or not hidden(prediction.reveal)
+    expected = {
+        "share": "57%",
+        "spread": "The spread is √64 = 8 (measured",
+        "divide_by_d": "it falls toward 1/6",
+    }[name]
+    assert expected in verdict, verdict
+
+
+def test_the_share_prediction_shows_the_three_steps_only_when_locked():
+    import html
+
+    from attention_lib.explorers.crowded_room import (
+        format_three_steps,
+        share_prediction,
+        three_steps,
+    )
+
+    prediction = share_prediction()
+    numbers = [c for c in prediction.reveal.children if isinstance(c, widgets.HTML)]
+    assert len(numbers) == 1 and html.escape(format_three_steps(three_steps())) in numbers[0].value
+    assert hidden(prediction.reveal)
+    with pytest.raises(ValueError, match="not one of the lesson's words"):
+        share_prediction("cat")

@@ -149,7 +149,9 @@ def test_the_head_map_hatches_the_masked_cells_and_names_the_pronouns_row():
         data = e.image.get_array()
         assert np.ma.getmaskarray(data)[np.triu_indices(n, k=1)].all()
         title = e.ax.get_title()
-        assert title.startswith(f"layer {e.layer.value}, head {e.head.value}:"), control
+        # counted from 1, as every notebook counts layers and heads
+        assert title.startswith(f"layer {e.layer.value + 1}, head {e.head.value + 1}:"), control
+        assert e.layer.label == str(e.layer.value + 1) and e.head.label == str(e.head.value + 1)
         assert f'"{e.maps.words[e.maps.query]}" puts' in title
     plt.close(e.fig)
 

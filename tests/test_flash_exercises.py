@@ -121,7 +121,8 @@ def test_an_unshifted_exp_overflows_at_large_scores():
 def test_the_update_starter_asks_a_question_and_bad_returns_are_explained():
     said = feedback(check_online_update(update_starter, verbose=False))
     assert said.startswith("Your function is not written yet")
-    assert "the definition of (m, total, acc) on 6 cases" in said
+    assert "the definition of (m, total, acc) over every score seen on 6 cases" in said
+    assert "what must happen to total and acc" in said
     flat = check_online_update(lambda m, t, a, s, v: (m[:, 0], t, a), verbose=False)
     assert flat.cause == "shape" and "keepdims=True" in flat.hint
     two = check_online_update(lambda m, t, a, s, v: (m, t), verbose=False)

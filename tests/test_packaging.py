@@ -47,7 +47,7 @@ def test_every_requirement_is_pinned_exactly():
 
 def test_import_does_not_load_torch_or_triton():
     code = (
-        "import sys, attention_lib, attention_lib.lessons.experiments, attention_lib.explorers; "
+        "import sys, attention_lib, attention_lib.lessons.exercises, attention_lib.explorers; "
         "loaded = [m for m in ('torch', 'triton') if m in sys.modules]; "
         "assert not loaded, loaded"
     )

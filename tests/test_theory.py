@@ -420,3 +420,21 @@ def test_run_summaries():
 def test_training_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         train_retrieval_head(**kwargs)
+
+
+def test_the_simplex_check_prints_what_was_measured_and_the_tolerance_apart():
+    # The tolerance (sqrt(eps): 3.5e-04 in float32) is not the error: the error measured is
+    # printed as a bound true on every machine (rounding digits differ from CPU to CPU).
+    w32 = softmax(make((6, 7), dtype="float32"))
+    check = simplex_check(w32)
+    assert check.max_sum_error < 1e-6 and check.rounding_bound == 1e-5  # 8 * 7 * 1.19e-7
+    text = str(check)
+    assert "largest |row sum - 1| below 1e-05 (tolerance 3.5e-04)" in text, text
+    w64 = softmax(make((3, 5)))
+    assert "below 1e-14 (tolerance 1.5e-08)" in str(simplex_check(w64))
+    # an error above rounding is printed with its digits, and judged against the tolerance
+    nearly = np.full((2, 4), 0.25)
+    nearly[1, 0] += 1e-3
+    assert "largest |row sum - 1| 1.00e-03 (tolerance 1.5e-08): NOT on the simplex" in str(
+        simplex_check(nearly)
+    )

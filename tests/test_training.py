@@ -150,3 +150,53 @@ def test_the_command_writes_weights_and_report_and_checks_them(tmp_path, capsys)
 def test_an_unknown_model_is_refused():
     with pytest.raises(ValueError, match="unknown model"):
         train("gpt5", SHORT)
+
+
+def test_the_models_are_described_from_the_report(report):
+    from attention_lib.lessons.training import describe_models
+
+    text = describe_models(report)
+    lines = text.splitlines()
+    assert lines[0].split()[:2] == ["model", "scale"]
+    rows = {line.split("  ")[0].strip(): line.split() for line in lines[1:5]}
+    for name, run in report["models"].items():
+        from attention_lib.lessons.model_figures import MODEL_LABELS
+
+        cells = rows[MODEL_LABELS[name]]
+        # scale, query/key width, value width, parameters, held-out pronoun accuracy
+        assert cells[-5:] == [
+            f"{run['scale']:g}",
+            str(run["model"]["head_width"]),
+            str(run["model"]["value_width"]),
+            f"{run['parameters']:,}",
+            f"{run['final']['heldout_accuracy']['pronoun']:.2f}",
+        ]
+    assert len(lines) == 4 + 1 + 3
+    assert "2 layers of 4 heads, model width 64, MLP width 128" in text
+    assert "1,500 steps of 64 sentences" in text
+    # the d = 64 models: query/key width 64 per head, value width 16
+    assert rows["1/d, d = 64"][-4:-2] == ["64", "16"]
+    odd = copy.deepcopy(report)
+    odd["models"]["inv_d64"]["model"]["n_heads"] = 2
+    with pytest.raises(ValueError, match="differ in more than the head"):
+        describe_models(odd)
+
+
+def test_notebook_00_describes_the_models_the_report_holds(report):
+    # 00 describes the trained models once, in a table; it must be the report's models
+    from attention_lib.lessons.model_figures import MODEL_LABELS
+
+    notebook = trained_dir().parents[2] / "notebooks" / "00_start_here.ipynb"
+    text = "".join("".join(c["source"]) for c in json.loads(notebook.read_text())["cells"])
+    rows = [line.split("|")[1:-1] for line in text.splitlines() if line.startswith("| 1/")]
+    rows += [line.split("|")[1:-1] for line in text.splitlines() if line.startswith("| none")]
+    described = {cells[0].strip(): int(cells[2].strip()) for cells in rows}
+    expected = {MODEL_LABELS[n]: run["model"]["head_width"] for n, run in report["models"].items()}
+    assert described == expected
+    shape = {
+        (run["model"]["n_layers"], run["model"]["n_heads"]) for run in report["models"].values()
+    }
+    prose = " ".join(text.split())
+    assert shape == {(2, 4)} and "two layers of four heads, model width 64" in prose
+    assert {run["model"]["value_width"] for run in report["models"].values()} == {16}
+    assert "values of width 16 in every head" in prose

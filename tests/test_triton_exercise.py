@@ -121,7 +121,8 @@ def test_the_starter_is_a_question_and_starts_no_interpreter():
     report = check_key_block(starter, verbose=False)
     said = feedback(report)
     assert said.startswith("Your function is not written yet")
-    assert "FlashAttention's accuracy rule on 5 cases" in said
+    assert "within FlashAttention's rule (at most twice PyTorch's float16 error) on 5 cases" in said
+    assert "what does one pass of the key loop do" in said
 
 
 def test_sources_that_cannot_run_are_explained_without_the_interpreter():

@@ -13,12 +13,17 @@ updated when a control moves):
 - `NudgeExplorer`: nudge one score and see how much the shares move in a calm
   room and in a loud (saturated) one.
 
+`share_prediction` asks for the share "it" gives "dog" before any of the
+three steps' numbers are shown, and shows them (a picture and the table of
+`format_three_steps`) only once the guess is locked in.
+
 The arithmetic is the library's (`softmax`, `attention_weights`); this module
 only chooses the inputs and draws.
 """
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +37,9 @@ from matplotlib.patches import FancyArrowPatch
 from ..core import attention_weights
 from ..normalisers import softmax
 from .base import Explorer
+from .canvas import png_bytes
 from .controls import fit_label, fit_slider
+from .reveal import Prediction, predict_number
 
 __all__ = [
     "FEATURES",
@@ -52,6 +59,7 @@ __all__ = [
     "learning_signal",
     "nudge_headline",
     "room_shares",
+    "share_prediction",
     "sharing_headline",
     "sharing_picture",
     "three_steps",
@@ -99,7 +107,7 @@ def _check_room(relevance: np.ndarray, names: Sequence[str]) -> np.ndarray:
 def room_shares(relevance: np.ndarray, volume: float) -> np.ndarray:
     """Shares of attention, ``softmax(volume * relevance)``: shape of ``relevance``, sum 1.
 
-    ``volume`` is a multiplier on every score (the room's master volume): near 0
+    ``volume`` is a multiplier on every score (how loud the whole room is): near 0
     everyone gets the same share, large values hand everything to the top score.
     Raises ValueError for a negative or non-finite volume.
     """
@@ -717,3 +725,52 @@ def sharing_picture(
         fontsize=12,
     )
     return fig
+
+
+def share_prediction(word: str = "dog") -> Prediction:
+    """Notebook 01's first guess: how big a share of its attention does "it" give ``word``?
+
+    The lesson's three steps for "it" (`three_steps`). The learner sets a
+    slider in percent (steps of 5, "close" within 10) and locks it in; only
+    then are the share, a sentence on it, the `sharing_picture` and the
+    three steps' numbers (`format_three_steps`) shown. Raises ValueError for
+    a word not in the lesson's sentence.
+    """
+    steps = three_steps()
+    if word not in steps.words:
+        raise ValueError(f"{word!r} is not one of the lesson's words {steps.words}")
+    query = steps.words[-1]
+    share = float(steps.shares[steps.words.index(word)])
+    picture = widgets.Image(
+        value=png_bytes(sharing_picture(steps.shares, steps.words, query), colours=256),
+        format="png",
+        layout={"width": "840px", "max_width": "100%"},
+    )
+    numbers = widgets.HTML(
+        "<p>Step by step, one column per word (the lesson's numbers, worked out by the "
+        f"library):</p><pre>{html.escape(format_three_steps(steps))}</pre>"
+    )
+
+    def explain(percent: float) -> str:
+        others = len(steps.words) - 1
+        return (
+            f"{sharing_headline(steps.shares, steps.words, query)}. The other {others} words "
+            f'still get {100 - percent:.0f}% between them: the new "{query}" is a blend, mostly '
+            f'"{word}", not a copy of it.'
+        )
+
+    guess = predict_number(
+        f'How big a share of its attention does "{query}" give to "{word}"?',
+        lambda: 100 * share,
+        low=0,
+        high=100,
+        step=5,
+        start=50,
+        label="my guess (%)",
+        tolerance=10,
+        fmt="{:.0f}%",
+        explain=explain,
+        reveal=widgets.VBox([picture, numbers]),
+    )
+    guess.guess.readout_format = ".0f"
+    return guess

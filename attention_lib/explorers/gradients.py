@@ -36,7 +36,9 @@ from ..lessons.theory import (
 )
 from ..normalisers import softmax
 from .base import Explorer, key_weight_bars
+from .canvas import png_bytes
 from .controls import WidthAndScale, fit_label
+from .reveal import Prediction, predict_number
 from .scaling import rule_name
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "describe_training",
     "headline",
     "spread_figure",
+    "spread_prediction",
     "training_figure",
 ]
 
@@ -382,6 +385,42 @@ def spread_figure(width: int = 256, samples: int = 5_000, seed: int = 2) -> Figu
         fontsize=10,
     )
     return fig
+
+
+def spread_prediction(width: int = 256, samples: int = 5_000, seed: int = 2) -> Prediction:
+    """Notebook 04's prediction before the variance argument: how far does raw q·k spread?
+
+    The learner sets a slider to the standard deviation of q·k at ``width``
+    (unit-variance components, no scaling) and locks it in; only then is the
+    standard deviation of ``samples`` seeded pairs (`dot_product_samples`)
+    computed and shown, with the reason and the `spread_figure`. A guess
+    within sqrt(width) / 8 is "close". Raises ValueError as
+    `dot_product_samples` does for a bad width or sample count.
+    """
+    root = float(np.sqrt(width))
+
+    def explain(std: float) -> str:
+        return (
+            f"The spread is √{width} = {root:g} (measured {std:.1f}): q·k sums {width} products "
+            "that are independent, each of mean zero and variance one, so its variance is "
+            f"{width}. Divided by √{width} the scores have spread 1."
+        )
+
+    return predict_number(
+        f"The standard deviation of q·k at d = {width}, unit-variance components, no scaling?",
+        lambda: float(dot_product_samples(width, samples=samples, rng=seed).std()),
+        low=0,
+        high=4 * root,
+        step=1,
+        start=1,
+        label="std of q·k",
+        tolerance=root / 8,
+        fmt="{:.0f}",
+        explain=explain,
+        reveal=widgets.Image(
+            value=png_bytes(spread_figure(width, samples, seed)), layout={"max_width": "100%"}
+        ),
+    )
 
 
 # -- QK-norm on a trained model --------------------------------------------------------------

@@ -13,6 +13,13 @@
 Both are widgets whose display bundle also holds a one-line still version
 (`attention_lib.explorers.base.StillBox`), so a notebook opened without its
 kernel shows what the box is for instead of the widget's text.
+
+Both mark their parts with CSS classes, the convention the browser test
+``tests/browser/test_ask_before_telling.py`` reads: the box has `BOX`
+(``al-reveal``), the widgets that hold the answer `ANSWER`
+(``al-reveal-answer``, hidden until the reveal), the button that reveals it
+`BUTTON` and the guess, if there is one, `GUESS`; the still version is a
+paragraph of class `STILL`, so a saved notebook shows that it asks.
 """
 
 from __future__ import annotations
@@ -23,11 +30,16 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..lessons.exercises import AttentionCheck, ScaleRuleCheck
+from ..lessons.exercises import CheckReport, ScaleRuleCheck
 from .base import StillBox
 from .controls import fit_label, fit_slider
 
 __all__ = [
+    "ANSWER",
+    "BOX",
+    "BUTTON",
+    "GUESS",
+    "STILL",
     "Prediction",
     "SolutionGate",
     "feedback",
@@ -37,20 +49,29 @@ __all__ = [
 
 _HIDDEN = {"display": "none"}
 
+# The convention the browser test reads (see the module docstring).
+BOX = "al-reveal"
+ANSWER = "al-reveal-answer"
+BUTTON = "al-reveal-button"
+GUESS = "al-reveal-guess"
+STILL = "al-reveal-still"
+
 
 def _show(widget: widgets.Widget, shown: bool = True) -> None:
     widget.layout.display = None if shown else "none"
 
 
 class _NoteBox(StillBox):
-    """A box whose still version is one line of text."""
+    """An ask-before-telling box (class `BOX`) whose still version is one line of text."""
 
     def __init__(self, children: list[widgets.Widget], note: str, **kwargs: Any) -> None:
         super().__init__(children, **kwargs)
         self.note = note
+        self.add_class(BOX)
 
     def still_bundle(self) -> dict[str, Any]:
-        return {"text/html": f"<p><em>{html.escape(self.note)}</em></p>", "text/plain": self.note}
+        still = f'<p class="{STILL}"><em>{html.escape(self.note)}</em></p>'
+        return {"text/html": still, "text/plain": self.note}
 
 
 # -- exercises -----------------------------------------------------------------------------
@@ -61,8 +82,9 @@ def feedback(report: Any) -> str:
 
     - `ScaleRuleCheck`: the table and what the rule did, then, if that is not
       what was expected, a question instead of "expected them to ... instead".
-    - `AttentionCheck`: when every case raised NotImplementedError (the
-      untouched starter), one line saying what to write; otherwise the report,
+    - a `CheckReport` (`AttentionCheck`, `MaskCheck`, `DecodeCheck`): when
+      every case raised NotImplementedError (the untouched starter), the
+      exercise's question (``QUESTION``) and what to do; otherwise the report,
       and an invitation to try again if a case failed.
     - anything else: ``str(report)``.
     """
@@ -82,14 +104,17 @@ def feedback(report: Any) -> str:
                 "Which rule does that? Change it and run the cell again.",
             ]
         )
-    if isinstance(report, AttentionCheck):
-        if report.cases and all(
-            c.cause == "raised" and "NotImplementedError" in c.hint for c in report.cases
-        ):
-            return (
-                f"Your function is not written yet: it raises NotImplementedError. Write it, "
-                f"run the cell again, and the checker compares it with {report.against} on "
-                f"{len(report.cases)} cases."
+    if isinstance(report, CheckReport):
+        if report.not_written:
+            return " ".join(
+                part
+                for part in (
+                    "Your function is not written yet: it raises NotImplementedError.",
+                    report.QUESTION,
+                    f"Write it, run the cell again, and the checker compares it with "
+                    f"{report.SUBJECT} on {len(report.cases)} cases.",
+                )
+                if part
             )
         text = str(report)
         return text if report.passed else text + "\nNot yet: fix what it points at and run again."
@@ -131,7 +156,9 @@ class SolutionGate:
         self.status = widgets.HTML(f"<em>{html.escape(self.WAITING)}</em>")
         self.button = widgets.Button(description=button, icon="eye", layout={"width": "auto"})
         self.button.on_click(lambda _button: self.reveal("asked"))
+        self.button.add_class(BUTTON)
         self.solution = widgets.HTML(layout=_HIDDEN)
+        self.solution.add_class(ANSWER)
         self.widget = _NoteBox([self.status, self.button, self.solution], self.STILL)
 
     @classmethod
@@ -221,11 +248,15 @@ class Prediction:
         self.button = widgets.Button(description="Lock in my guess", icon="lock")
         self.button.layout.width = "auto"
         self.button.on_click(lambda _button: self.lock())
+        self.button.add_class(BUTTON)
+        guess.add_class(GUESS)
         self.result = widgets.HTML(layout=_HIDDEN)
+        self.result.add_class(ANSWER)
         self.reveal = reveal
         children = [self.question, widgets.HBox([guess, self.button]), self.result]
         if reveal is not None:
             _show(reveal, False)
+            reveal.add_class(ANSWER)
             children.append(reveal)
         self.widget = _NoteBox(children, self.STILL)
         guess.observe(self._allow, names="value")

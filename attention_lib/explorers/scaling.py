@@ -9,22 +9,28 @@ current point marked. The raw logits for every width are drawn once
 The headline is computed from the mean-top-weight curve drawn (`headline`), so
 it is true at every setting: a custom c = 0.001 is flat near uniform, c = 100
 flat near one-hot, c = 1 rises like no scaling at all.
+
+`divide_by_d_prediction` is notebook 02's question before the explorer: what
+dividing by d instead of sqrt(d) does to the weights, answered (from the
+notebook's own draws) only once the learner has locked in a guess.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
+from ..lessons.exercises import check_scale_rule
 from ..lessons.scaling_stats import POWER_OF_TWO_WIDTHS, WeightStats, sweep_widths
 from ..normalisers import softmax
 from .base import Explorer, key_weight_bars
 from .controls import WidthAndScale
+from .reveal import Prediction, predict_choice
 
-__all__ = ["ScalingExplorer", "headline", "rule_name"]
+__all__ = ["ScalingExplorer", "divide_by_d_prediction", "headline", "rule_name"]
 
 
 _RULE_NAMES = {"none": "No scaling", "1/sqrt(d)": "Scaled by 1/√d", "1/d": "Scaled by 1/d"}
@@ -265,3 +271,45 @@ class ScalingExplorer(WidthAndScale, Explorer):
         self.entropy_line.set_ydata([s.entropy for s in curve])
         self.entropy_marker.set_data([d], [curve[i].entropy])
         self.title.set_text(self.headline())
+
+
+# The choices of `divide_by_d_prediction`, keyed by `check_scale_rule`'s behaviour.
+_DIVIDE_BY_D_CHOICES = {
+    "sharpen": "it climbs toward 1",
+    "hold": "it holds near 0.42",
+    "flatten": "it falls toward 1/6",
+}
+
+
+def divide_by_d_prediction(logits: Mapping[int, np.ndarray]) -> Prediction:
+    """Notebook 02's prediction: divide the logits by d instead of sqrt(d); what happens?
+
+    ``logits`` maps each head width d to raw scores q·k of shape (trials,
+    keys), the draws of the notebook's second table. The learner picks how
+    the mean top weight moves as d grows; only when the guess is locked in is
+    `check_scale_rule` run with scale 1/d on those same draws, and the
+    answer and its reason shown. Raises ValueError for ``logits`` that
+    `check_scale_rule` refuses (when the guess is locked in).
+    """
+    widths = sorted(int(d) for d in logits)
+    first = next(iter(logits.values()))
+    keys = np.shape(first)[-1]
+
+    def divided_by_d():
+        return check_scale_rule(lambda d: 1 / d, logits=logits, verbose=False)
+
+    def explain(_answer: str) -> str:
+        said = str(divided_by_d()).splitlines()[-1]
+        return (
+            f"On the table's own {np.shape(first)[0]:,} trials, {said}. Dividing by d leaves "
+            "the logits a spread of √d / d = 1/√d, which shrinks as d grows, so the softmax "
+            "sees ever smaller differences between the keys."
+        )
+
+    return predict_choice(
+        f"Divide the logits by d instead of √d. As d grows from {widths[0]} to {widths[-1]}, "
+        f"what does the mean top weight over {keys} keys do?",
+        list(_DIVIDE_BY_D_CHOICES.values()),
+        lambda: _DIVIDE_BY_D_CHOICES[divided_by_d().behaviour],
+        explain=explain,
+    )

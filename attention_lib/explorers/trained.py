@@ -245,7 +245,9 @@ class HeadMapsExplorer(_RedrawsWords, Explorer):
     """One head's attention map over a sentence: queries down, keys across.
 
     Controls: ``sentence``, ``model`` (the trained scale rules), ``layer``
-    and ``head``. Cells above the diagonal are hatched grey: the causal mask
+    and ``head``. Layers and heads are labelled from 1, as every notebook
+    counts them; their values are the 0-based indices into the weights
+    (``maps.weights[layer, head]``). Cells above the diagonal are hatched grey: the causal mask
     keeps a word from looking at later words, so their weight is exactly 0.
     After each update ``maps`` holds the `HeadMaps` drawn. A new sentence
     redraws the figure (new words on both axes); the other controls redraw
@@ -307,13 +309,13 @@ class HeadMapsExplorer(_RedrawsWords, Explorer):
         )
         start_layer, start_head = pointer_head("sqrt_d16")  # open on the pronoun's head
         self.layer = widgets.ToggleButtons(
-            options=[(str(i), i) for i in range(layers)],
+            options=[(str(i + 1), i) for i in range(layers)],
             value=start_layer,
             description="layer",
             style={"button_width": "36px"},
         )
         self.head = widgets.ToggleButtons(
-            options=[(str(i), i) for i in range(heads)],
+            options=[(str(i + 1), i) for i in range(heads)],
             value=start_head,
             description="head",
             style={"button_width": "36px"},
@@ -356,7 +358,7 @@ class HeadMapsExplorer(_RedrawsWords, Explorer):
         row = maps.weights[self.layer.value, self.head.value, maps.query]  # (n,)
         j = int(np.argmax(row))
         ax.set_title(
-            f"layer {self.layer.value}, head {self.head.value}: "
+            f"layer {self.layer.value + 1}, head {self.head.value + 1}: "
             f'"{maps.words[maps.query]}" puts {row[j]:.0%} on "{maps.words[j]}"',
             fontsize=10,
         )

@@ -4,14 +4,13 @@ Everything here is built from the library below it (the reference path in
 `attention_lib.core`, the execution paths in `attention_lib.flash`, the
 normalisers) and is tested like it; nothing below imports from here.
 
-    experiments     the lesson's two tables: weights and their spread by head width
     scaling_stats   width sweeps: logit spread, top weight, entropy per scale rule
     theory          Var(q·k) = d, the softmax Jacobian, a head trained to saturation
     online          the online softmax stepped through, one score at a time
     cost            FLOPs, bytes and the benchmark results, for notebook 05
     alternatives    additive, cosine and linear attention; attention sinks
     mistakes        the four common mistakes, each next to its fix
-    exercises       checkers that give feedback on a learner's attempt
+    exercises       checkers that give feedback on a learner's attempt, and the solutions
     flash_checks    what notebook 07's checkers share: running the attempt, naming rows
     online_exercise, tiled_exercise, backward_exercise
                     notebook 07's numpy exercises: the update, the tiled loop, the backward
@@ -25,7 +24,8 @@ The small model trained here (``make model``), and what the notebooks ask of it:
 
     corpus          its sentences, generated here: pronouns and what they stand for
     tiny_model      a two-layer transformer; attention call and scale rule are parameters
-    training        train it, measure its heads over training, write weights and report
+    training        train it, measure its heads over training, write weights and report;
+                    describe the trained models from that report
     head_stats      per head: logit spread, entropy, softmax-Jacobian norm, q-k alignment
     model_views     where "it" looks, every head's map, swapped attention calls
     model_figures   still figures of the training report and of the head maps

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..core import attention_weights, scaled_dot_product_attention
-from .exercises import AttentionCheck, CaseResult
+from .exercises import CaseResult, CheckReport
 from .flash_checks import call, close, log_sum_exp, masked_scores, max_error, rows_text
 
 __all__ = ["FlashBackwardCheck", "backward_cases", "check_flash_backward"]
@@ -40,11 +40,13 @@ _NAMES = ("dQ", "dK", "dV")
 
 
 @dataclass(frozen=True)
-class FlashBackwardCheck(AttentionCheck):
+class FlashBackwardCheck(CheckReport):
     """Exercise 3's report: one `CaseResult` per case, then the lse case."""
 
-    oracle: ClassVar[str] = "torch autograd of scaled_dot_product_attention in float64"
-    against: ClassVar[str] = "torch autograd"
+    SUBJECT: ClassVar[str] = "torch autograd of scaled_dot_product_attention in float64"
+    QUESTION: ClassVar[str] = (
+        "Given lse, how do you get each weight back, and what is δ for a row?"
+    )
 
 
 @dataclass(frozen=True)

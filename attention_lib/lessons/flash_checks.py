@@ -3,7 +3,7 @@
 The checkers (`online_exercise`, `backward_exercise`, `triton_exercise`) run
 a learner's function on seeded cases, compare with the library's reference,
 and report in the learner's terms: which output, which rows, which block.
-Their reports are `attention_lib.lessons.exercises.AttentionCheck`s (one
+Their reports are `attention_lib.lessons.exercises.CheckReport`s (one
 `CaseResult` per case), so notebook 02's solution gate and its `feedback`
 serve them unchanged: an untouched starter (it raises NotImplementedError)
 reads as one question, not a page of failures.

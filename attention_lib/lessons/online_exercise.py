@@ -30,18 +30,20 @@ import numpy as np
 
 from ..flash.tiles import row_shift
 from ..normalisers import softmax
-from .exercises import AttentionCheck, CaseResult
+from .exercises import CaseResult, CheckReport
 from .flash_checks import call, close, max_error, rows_text, shape_problem
 
 __all__ = ["OnlineUpdateCheck", "check_online_update", "update_cases"]
 
 
 @dataclass(frozen=True)
-class OnlineUpdateCheck(AttentionCheck):
+class OnlineUpdateCheck(CheckReport):
     """Exercise 1's report: one `CaseResult` per case."""
 
-    oracle: ClassVar[str] = "the definition of (m, total, acc) over every score seen"
-    against: ClassVar[str] = "the definition of (m, total, acc)"
+    SUBJECT: ClassVar[str] = "the definition of (m, total, acc) over every score seen"
+    QUESTION: ClassVar[str] = (
+        "When a new block raises the running maximum, what must happen to total and acc before the block's terms are added?"
+    )
 
 
 # -- exercise 1: one step of the online softmax -------------------------------------------

@@ -108,7 +108,8 @@ def score_gradient_check(
     gen = torch.Generator().manual_seed(seed)
     q, k, v, g = (torch.randn(length, width, generator=gen, dtype=torch.float64) for _ in "qkvg")
     (dq, dk), (dq_f, dk_f) = _attention_grads(q, k, v, g, c)
-    # the same softmax weights at scale 1: divide q by c first, so only the factor differs
+    # the same softmax weights at scale 1: multiply q by c first, (c·q)·k = c·(q·k), so
+    # only the factor the gradient carries differs
     (dq1, _), _ = _attention_grads(q * c, k, v, g, 1.0)
     return ScoreGradient(
         width,

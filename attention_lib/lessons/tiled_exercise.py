@@ -24,7 +24,7 @@ import numpy as np
 
 from ..core import scaled_dot_product_attention
 from ..flash.tiles import key_blocks, query_blocks
-from .exercises import AttentionCheck, CaseResult
+from .exercises import CaseResult, CheckReport
 from .flash_checks import (
     call,
     close,
@@ -39,13 +39,15 @@ __all__ = ["FlashForwardCheck", "check_flash_forward", "forward_cases"]
 
 
 @dataclass(frozen=True)
-class FlashForwardCheck(AttentionCheck):
+class FlashForwardCheck(CheckReport):
     """Exercise 2's report: one `CaseResult` per case."""
 
-    oracle: ClassVar[str] = (
+    SUBJECT: ClassVar[str] = (
         "attention_lib.scaled_dot_product_attention (the output) and numpy's logaddexp (lse)"
     )
-    against: ClassVar[str] = "the library's attention and log-sum-exp"
+    QUESTION: ClassVar[str] = (
+        "Which key blocks does each query block visit, and which of them need the causal mask?"
+    )
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ __all__ = [
     "TrainConfig",
     "TrainingRun",
     "compare",
+    "describe_models",
     "evaluate",
     "main",
     "probe_sentences",
@@ -484,6 +485,62 @@ def load_report(path: str | Path | None = None) -> dict[str, Any]:
     """The committed training report (``trained/report.json``), or the one at ``path``."""
     path = trained_dir() / "report.json" if path is None else Path(path)
     return json.loads(Path(path).read_text())
+
+
+def describe_models(report: dict[str, Any] | None = None) -> str:
+    """The trained models as the course describes them everywhere: one line each, then what
+    they share, read from ``report`` (the committed one by default), so it stays true.
+
+    Per model: its scale rule and the scale c, the query/key width d of one
+    head, the value width of one head, its parameter count and its held-out
+    pronoun accuracy. Then the shape every model shares (layers, heads,
+    model width, MLP width) and how each was trained.
+    """
+    from .model_figures import MODEL_LABELS  # matplotlib: only when asked
+
+    report = load_report() if report is None else report
+    rows = [
+        (
+            MODEL_LABELS.get(name, name),
+            f"{run['scale']:g}",
+            str(run["model"]["head_width"]),
+            str(run["model"]["value_width"]),
+            f"{run['parameters']:,}",
+            f"{run['final']['heldout_accuracy']['pronoun']:.2f}",
+        )
+        for name, run in report["models"].items()
+    ]
+    header = ("model", "scale c", "q/k width d", "value width", "parameters", "pronouns right")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            f"{cell:<{w}}" if i == 0 else f"{cell:>{w}}"
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in [header, *rows]
+    ]
+    shapes = {
+        (
+            m["model"]["n_layers"],
+            m["model"]["n_heads"],
+            m["model"]["d_model"],
+            m["model"]["mlp_width"],
+        )
+        for m in report["models"].values()
+    }
+    if len(shapes) != 1:
+        raise ValueError(f"the report's models differ in more than the head: {sorted(shapes)}")
+    ((layers, heads, width, mlp),) = shapes
+    config = report["train_config"]
+    held = next(iter(report["models"].values()))["final"]["heldout_sentences"]["pronoun"]
+    lines += [
+        f"every model: {layers} layers of {heads} heads, model width {width}, MLP width {mlp};",
+        f"trained alike: {config['steps']:,} steps of {config['batch']} sentences, AdamW, "
+        f"seed {config['seed']};",
+        f"pronouns right: the share of {held:,} held-out pronoun sentences whose answer is "
+        "the model's top guess",
+    ]
+    return "\n".join(lines)
 
 
 # -- the command ---------------------------------------------------------------------------

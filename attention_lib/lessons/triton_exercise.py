@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..core import scaled_dot_product_attention
-from .exercises import AttentionCheck, CaseResult
+from .exercises import CaseResult, CheckReport
 from .flash_checks import NOT_WRITTEN, log_sum_exp, masked_scores, rows_text
 from .triton_runner import ARGUMENTS, CHILD_TIMEOUT_S, Body, read_body, run_bodies, skeleton_source
 
@@ -48,13 +48,15 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class KeyBlockCheck(AttentionCheck):
+class KeyBlockCheck(CheckReport):
     """Exercise 4's report: one `CaseResult` per kernel launch."""
 
-    oracle: ClassVar[str] = (
+    SUBJECT: ClassVar[str] = (
         "the float64 answer, within FlashAttention's rule (at most twice PyTorch's float16 error)"
     )
-    against: ClassVar[str] = "FlashAttention's accuracy rule"
+    QUESTION: ClassVar[str] = (
+        "In base 2, what does one pass of the key loop do to m, total and acc?"
+    )
 
     def __str__(self) -> str:
         """The report; where the kernel could not run at all, the one reason why."""

@@ -342,7 +342,7 @@ def check_head_maps(values: Values, inputs: dict, fig: Figure) -> None:
     row = maps.weights[layer, head, maps.query]  # (T,) the scored word's weights
     top = int(np.argmax(row))
     title = fig["axes"][0]["title"]
-    assert title.startswith(f"layer {layer}, head {head}:"), title
+    assert title.startswith(f"layer {layer + 1}, head {head + 1}:"), title  # counted from 1
     assert f'"{maps.words[maps.query]}" puts' in title and f'on "{maps.words[top]}"' in title, (
         title,
         maps.words[top],
