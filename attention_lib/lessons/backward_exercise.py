@@ -44,9 +44,7 @@ class FlashBackwardCheck(CheckReport):
     """Exercise 3's report: one `CaseResult` per case, then the lse case."""
 
     SUBJECT: ClassVar[str] = "torch autograd of scaled_dot_product_attention in float64"
-    QUESTION: ClassVar[str] = (
-        "Given lse, how do you get each weight back, and what is δ for a row?"
-    )
+    QUESTION: ClassVar[str] = "Given lse, how do you get each weight back, and what is δ for a row?"
 
 
 @dataclass(frozen=True)

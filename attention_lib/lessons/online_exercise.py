@@ -42,7 +42,8 @@ class OnlineUpdateCheck(CheckReport):
 
     SUBJECT: ClassVar[str] = "the definition of (m, total, acc) over every score seen"
     QUESTION: ClassVar[str] = (
-        "When a new block raises the running maximum, what must happen to total and acc before the block's terms are added?"
+        "When a new block raises the running maximum, what must happen to total and acc "
+        "before the block's terms are added?"
     )
 
 
