@@ -4,6 +4,12 @@ Written to be read next to the formula ``softmax(Q K^T * scale + mask) V``.
 It materialises the whole (..., L, S) score matrix, which is what makes it
 easy to check and what makes it run out of memory at long lengths; the tiled
 path in `attention_lib.flash.loop` computes the same result without that matrix.
+
+Plain arithmetic runs whenever it already follows the rule for non-finite
+inputs (`attention_lib.nonfinite`): no key hidden, or no score and no value
+that can be non-finite (checked in O((L + S)·E)). Otherwise the exact
+route of `attention_lib.nonfinite` runs, which takes no product with a
+hidden entry, forward or backward.
 """
 
 from __future__ import annotations
@@ -85,15 +91,15 @@ def _attend(
     _check_memory(problem, max_memory, _EXACT_SCORE_COPIES if exact else _SCORE_COPIES)
     shape = (*problem.batch, length_q, length_k)  # (..., L, S)
     keep = dropout_keep(xp, shape, q, problem.dropout_p, generator)  # (..., L, S) or None
+    q, k, v = (_widened(x, problem.batch) for x in (q, k, v))  # gradients summed wide
     mask = problem.mask
+    if mask is not None and mask.dtype != xp.bool:
+        mask = _widened(mask, problem.batch)
     if exact:
         float_mask = None if mask is None or mask.dtype == xp.bool else mask
         return exact_attention(
             xp, q, k, v, float_mask, seen, problem.scale, keep, problem.dropout_p
         )
-    q, k, v = (_widened(x, problem.batch) for x in (q, k, v))
-    if mask is not None and mask.dtype != xp.bool:
-        mask = _widened(mask, problem.batch)
     # query (*Bq, L, E) and key (*Bk, S, E) broadcast in the product: neither is copied
     scores = xp.matmul(q * problem.scale, xp.matrix_transpose(k))  # (..., L, S)
     scores = apply_mask(xp, scores, mask)  # (..., L, S)
@@ -121,8 +127,9 @@ def attention_weights(
     Arguments and errors are those of `scaled_dot_product_attention` (there is
     no value: it is the part before the mix). Each row is the share of
     attention one query gives to each key: non-negative, summing to one, or
-    all zero when every key of the row is masked out. Returned in the
-    query's dtype, on its device.
+    all zero when every key of the row is masked out, and exactly zero
+    wherever a key is hidden (also in a row that holds NaN). Returned in
+    the query's dtype, on its device.
     """
     problem = prepare(query, key, key, attn_mask, is_causal, scale, enable_gqa, dropout_p)
     weights = _attend(problem, generator, max_memory, with_value=False)  # (..., L, S)
@@ -160,15 +167,32 @@ def scaled_dot_product_attention(
       masks are added, and their gradients summed, in float32, rounded once.
     - ``is_causal`` keeps key j for query i when j <= i (top-left aligned).
       It cannot be combined with ``attn_mask``: both libraries refuse.
-    - A row whose keys are all masked out gives zeros, not NaN.
+    - A row whose keys are all masked out gives zeros, not NaN, and so does
+      every row when S = 0.
+    - Non-finite inputs follow one rule (`attention_lib.nonfinite`): a
+      hidden key's score and value (NaN, ±inf) never reach the rows that
+      hide it, nor their gradients; a row that sees no key gives zeros and
+      zero gradients whatever its query; a non-finite entry that is seen
+      makes what it reaches non-finite. Where we differ: PyTorch computes
+      0 x NaN and NaN + -inf there, so its rows go NaN (a NaN value at a
+      causally masked position, a NaN key under a boolean mask, a NaN
+      query with S = 0 or with every key masked).
     - ``enable_gqa`` lets the query have a multiple of the key/value heads
       (dim -3), each key/value head serving a group of consecutive query
       heads; a single key/value head broadcasts without it.
     - ``dropout_p``: inverted dropout on the weights, reproducible with
-      ``generator`` (an int seed, a numpy Generator or a torch.Generator).
-      Outside [0, 1] it is refused; where we differ: PyTorch refuses
-      values above 1 but runs a negative one without a word.
+      ``generator`` (an int seed, a numpy Generator or a torch.Generator);
+      one seed drops the same weights in every dtype (drawn in float32).
+      Outside [0, 1], or NaN, it is refused; where we differ: PyTorch
+      refuses values above 1 but runs a negative or NaN one without a word.
+    - ``scale``, ``dropout_p``, ``is_causal`` and ``enable_gqa`` take the
+      types PyTorch takes (`attention_lib.inputs`): a string, list or None
+      where a number or bool belongs is a TypeError naming the argument.
     - float16/bfloat16 are computed in float32 and rounded once at the end.
+      The gradient of an input broadcast along batch dimensions is summed
+      in float64 for float32 (float32 for 16-bit inputs) and rounded once.
+      Gradients are twice differentiable, except on the exact route for
+      non-finite inputs under a mask (once).
     - ``max_memory`` (bytes) overrides the free memory the refusal uses.
 
     Raises TypeError or ValueError naming the shapes, dtypes or values at fault
