@@ -28,8 +28,9 @@ memory row measures item 3 of the kernel issue: the bytes allocated beyond
 the inputs by one forward call through `flash_attention` at B = 1, H = 16,
 L = 65536, E = 128, bfloat16, causal, against the output plus the
 row statistics the backward pass needs (two float32 per row: the row's
-maximum and log2 of its total, `triton_forward`). Results go to ``benchmarks/results/gpu-<device>/`` as
-gpu_results.json, gpu_results.csv and gpu_tflops.png.
+maximum and log2 of its total, `triton_forward`). Results go to
+``benchmarks/results/gpu-<device>/`` as gpu_results.json, gpu_results.csv
+and gpu_tflops.png.
 
 Importing this module imports nothing heavy; torch and triton load in `main`.
 """

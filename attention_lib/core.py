@@ -86,8 +86,8 @@ def _attend(
     xp, q, k = problem.xp, problem.query, problem.key
     v = problem.value if with_value else None
     length_q, length_k = q.shape[-2], k.shape[-2]
-    seen = visible_keys(xp, problem.mask, problem.is_causal, length_q, length_k, device_of(q))
-    exact = seen is not None and not plain_is_exact(xp, q, k, v, problem.scale)
+    hides = problem.mask is not None or problem.is_causal  # some key may be hidden
+    exact = hides and not plain_is_exact(xp, q, k, v, problem.scale)
     _check_memory(problem, max_memory, _EXACT_SCORE_COPIES if exact else _SCORE_COPIES)
     shape = (*problem.batch, length_q, length_k)  # (..., L, S)
     keep = dropout_keep(xp, shape, q, problem.dropout_p, generator)  # (..., L, S) or None
@@ -96,6 +96,7 @@ def _attend(
     if mask is not None and mask.dtype != xp.bool:
         mask = _widened(mask, problem.batch)
     if exact:
+        seen = visible_keys(xp, mask, problem.is_causal, length_q, length_k, device_of(q))
         float_mask = None if mask is None or mask.dtype == xp.bool else mask
         return exact_attention(
             xp, q, k, v, float_mask, seen, problem.scale, keep, problem.dropout_p

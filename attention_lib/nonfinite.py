@@ -205,26 +205,18 @@ def _exact_function() -> Any:
     return ExactAttention
 
 
-def exact_attention(
-    xp: Any,
-    query: Any,
-    key: Any,
-    value: Any,
-    mask: Any,
-    seen: Any,
-    scale: float,
-    keep: Any,
-    p: float,
-) -> Any:
+def exact_attention(xp: Any, *inputs: Any) -> Any:
     """`exact_forward`'s output (or its dropped weights when ``value`` is None), differentiable.
 
-    Arguments as `exact_forward`; ``mask`` is a float mask (its gradient is
+    ``inputs`` are `exact_forward`'s after ``xp``: query, key, value, mask,
+    seen, scale, keep, p; ``mask`` is a float mask (its gradient is
     returned) or None. For torch tensors the gradients come from a backward
     pass under the same rule; numpy arrays get the forward pass alone.
     """
     from .backend import is_torch_array
 
+    query, key, value, mask, seen, scale, keep, p = inputs
     if is_torch_array(query):
         return _exact_function().apply(query, key, value, mask, seen, keep, scale, p)
-    _, dropped, out = exact_forward(xp, query, key, value, mask, seen, scale, keep, p)
+    _, dropped, out = exact_forward(xp, *inputs)
     return dropped if value is None else out

@@ -351,3 +351,20 @@ def test_the_exact_routes_gradients_are_the_derivative(masking):
 
     assert torch.isfinite(f(*leaves)).all()
     assert torch.autograd.gradcheck(f, tuple(leaves))
+
+
+def test_apply_mask_exact_hides_a_nan_score_under_minus_inf(lib):
+    from attention_lib.backend import namespace
+    from attention_lib.masks import apply_mask
+
+    scores = make((2, 3), lib)
+    scores[0, 1] = math.nan
+    mask = make((2, 3), lib) * 0
+    mask[0, 1] = -math.inf
+    xp = namespace(scores)
+    assert np.isnan(to_numpy(apply_mask(xp, scores, mask))[0, 1])  # NaN + -inf, the plain sum
+    exact = to_numpy(apply_mask(xp, scores, mask, exact=True))
+    assert exact[0, 1] == -math.inf
+    np.testing.assert_array_equal(
+        np.delete(exact.ravel(), 1), np.delete(to_numpy(scores).ravel(), 1)
+    )
