@@ -27,8 +27,10 @@ Every row also records the tiles our kernels ran (`triton_configs`). The
 memory row measures item 3 of the kernel issue: the bytes allocated beyond
 the inputs by one forward call through `flash_attention` at B = 1, H = 16,
 L = 65536, E = 128, bfloat16, causal, against the output plus the
-log-sum-exp. Results go to ``benchmarks/results/gpu-<device>/`` as
-gpu_results.json, gpu_results.csv and gpu_tflops.png.
+row statistics the backward pass needs (two float32 per row: the row's
+maximum and log2 of its total, `triton_forward`). Results go to
+``benchmarks/results/gpu-<device>/`` as gpu_results.json, gpu_results.csv
+and gpu_tflops.png.
 
 Importing this module imports nothing heavy; torch and triton load in `main`.
 """
@@ -341,7 +343,7 @@ class _Runner:
         torch.cuda.synchronize()
         beyond = torch.cuda.max_memory_allocated() - base
         output = out.numel() * out.element_size()
-        lse = s["batch"] * s["heads"] * s["length"] * 4  # float32 per row
+        lse = s["batch"] * s["heads"] * s["length"] * 8  # two float32 per row
         return {
             **s,
             "beyond_inputs_mib": beyond / MiB,
@@ -368,7 +370,7 @@ def _tune_shape(runner: _Runner, case: GpuCase) -> list[dict[str, Any]]:
     q, k, v, do = (x.detach() for x in runner.inputs(case, False))  # (B, H, L, E)
     causal, scale = case.causal, case.width**-0.5
     out, lse = tk.flash_forward(q, k, v, causal, scale)
-    delta = torch.empty_like(lse)  # (B, H, L)
+    delta = torch.empty_like(lse[0])  # (B, H, L); lse is the (2, B, H, L) row statistics
     tk.delta_launch(out, do, delta)()
     dq, dk, dv = (torch.empty_like(x) for x in (q, k, v))
     launches = {

@@ -4,58 +4,111 @@ Written to be read next to the formula ``softmax(Q K^T * scale + mask) V``.
 It materialises the whole (..., L, S) score matrix, which is what makes it
 easy to check and what makes it run out of memory at long lengths; the tiled
 path in `attention_lib.flash.loop` computes the same result without that matrix.
+
+Plain arithmetic runs whenever it already follows the rule for non-finite
+inputs (`attention_lib.nonfinite`): no key hidden, or no score and no value
+that can be non-finite (checked in O((L + S)·E)). Otherwise the exact
+route of `attention_lib.nonfinite` runs, which takes no product with a
+hidden entry, forward or backward.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-from .backend import device_of, itemsize, prod, uniform
+from .backend import device_of, is_torch_array, itemsize, prod
+from .dropout import apply_dropout, dropout_keep
 from .inputs import AttentionProblem, prepare
-from .masks import apply_mask, causal_mask
+from .masks import apply_mask, causal_mask, visible_keys
 from .memory import check_fits
+from .nonfinite import exact_attention, plain_is_exact, sum_to
 from .normalisers import softmax
 
 __all__ = ["attention_weights", "scaled_dot_product_attention"]
 
-# scores, their exponentials and the weights can be alive at once
+# scores, their exponentials and the weights can be alive at once; the exact route
+# (non-finite inputs under a mask) adds the mask of seen keys as numbers, for a count
 _SCORE_COPIES = 3
+_EXACT_SCORE_COPIES = 4
 
 
-def _check_memory(problem: AttentionProblem, max_memory: int | None) -> None:
+def _check_memory(problem: AttentionProblem, max_memory: int | None, copies: int) -> None:
     q, k = problem.query, problem.key
     shape = (*problem.batch, q.shape[-2], k.shape[-2])  # (..., L, S)
-    needed = _SCORE_COPIES * prod(shape) * itemsize(q.dtype)
-    what = (
-        f"the reference path's score matrix of shape {shape} ({_SCORE_COPIES} copies in {q.dtype})"
-    )
+    needed = copies * prod(shape) * itemsize(q.dtype)
+    what = f"the reference path's score matrix of shape {shape} ({copies} copies in {q.dtype})"
     check_fits(needed, q, what, limit=max_memory)
 
 
-def _dropout(xp: Any, weights: Any, p: float, generator: Any) -> Any:
-    """Inverted dropout: zero each weight with probability p, scale the rest by 1/(1-p)."""
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout_p must be in [0, 1], got {p}")
-    if p == 0.0:
-        return weights
-    keep = uniform(xp, tuple(weights.shape), weights, generator) >= p  # (..., L, S)
-    return xp.where(keep, weights / (1.0 - p) if p < 1.0 else weights, 0.0)
+@functools.cache
+def _broadcast_sum() -> Any:
+    """An autograd Function: ``x.expand(shape)`` whose gradient is summed back by `sum_to`.
+
+    Matrix products sum a broadcast input's gradient in its own dtype; this
+    sums it in float64 for float32 (rounded once) and stays differentiable.
+    Built on first use, so that importing this module does not import torch.
+    """
+    import torch
+
+    class BroadcastSum(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any, shape: tuple[int, ...]) -> Any:  # type: ignore[override]
+            ctx.shape = tuple(x.shape)
+            return x.expand(shape)  # a view
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> tuple[Any, None]:  # type: ignore[override]
+            return sum_to(grad, ctx.shape), None
+
+    return BroadcastSum
 
 
-def _weights(
-    problem: AttentionProblem, dropout_p: float, generator: Any, max_memory: int | None
+def _widened(x: Any, batch: tuple[int, ...]) -> Any:
+    """Torch ``x`` (*b, m, n) seen as (*batch, m, n) if it is broadcast and needs a float32
+    gradient, so that gradient is summed wide (`_broadcast_sum`); else ``x`` itself."""
+    if x is None or not is_torch_array(x) or not x.requires_grad or str(x.dtype) != "torch.float32":
+        return x
+    shape = (*batch, *x.shape[-2:])
+    return x if tuple(x.shape) == shape else _broadcast_sum().apply(x, shape)
+
+
+def _attend(
+    problem: AttentionProblem, generator: Any, max_memory: int | None, with_value: bool
 ) -> Any:
-    """Attention weights (..., L, S) in the accumulation dtype."""
+    """The output (..., L, Ev), or with ``with_value=False`` the weights (..., L, S), in the
+    accumulation dtype.
+
+    Plain arithmetic when no score and no value can be non-finite, or when no
+    key is hidden (then plain arithmetic is the rule); the exact route of
+    `attention_lib.nonfinite` otherwise.
+    """
     xp, q, k = problem.xp, problem.query, problem.key
-    _check_memory(problem, max_memory)
-    # query (*Bq, L, E) and key (*Bk, S, E) broadcast in the product: neither is expanded
+    v = problem.value if with_value else None
+    length_q, length_k = q.shape[-2], k.shape[-2]
+    hides = problem.mask is not None or problem.is_causal  # some key may be hidden
+    exact = hides and not plain_is_exact(xp, q, k, v, problem.scale)
+    _check_memory(problem, max_memory, _EXACT_SCORE_COPIES if exact else _SCORE_COPIES)
+    shape = (*problem.batch, length_q, length_k)  # (..., L, S)
+    keep = dropout_keep(xp, shape, q, problem.dropout_p, generator)  # (..., L, S) or None
+    q, k, v = (_widened(x, problem.batch) for x in (q, k, v))  # gradients summed wide
+    mask = problem.mask
+    if mask is not None and mask.dtype != xp.bool:
+        mask = _widened(mask, problem.batch)
+    if exact:
+        seen = visible_keys(xp, mask, problem.is_causal, length_q, length_k, device_of(q))
+        float_mask = None if mask is None or mask.dtype == xp.bool else mask
+        return exact_attention(
+            xp, q, k, v, float_mask, seen, problem.scale, keep, problem.dropout_p
+        )
+    # query (*Bq, L, E) and key (*Bk, S, E) broadcast in the product: neither is copied
     scores = xp.matmul(q * problem.scale, xp.matrix_transpose(k))  # (..., L, S)
-    scores = apply_mask(xp, scores, problem.mask)  # (..., L, S)
+    scores = apply_mask(xp, scores, mask)  # (..., L, S)
     if problem.is_causal:
-        keep = causal_mask(xp, (0, q.shape[-2]), (0, k.shape[-2]), device_of(q))  # (L, S)
-        scores = apply_mask(xp, scores, keep)  # (..., L, S)
+        scores = apply_mask(xp, scores, causal_mask(xp, (0, length_q), (0, length_k), device_of(q)))
     weights = softmax(scores, axis=-1)  # (..., L, S), rows sum to 1 (or 0 if all masked)
-    return _dropout(xp, weights, dropout_p, generator)
+    weights = apply_dropout(xp, weights, keep, problem.dropout_p)  # (..., L, S)
+    return weights if v is None else xp.matmul(weights, v)  # (..., L, Ev)
 
 
 def attention_weights(
@@ -75,11 +128,12 @@ def attention_weights(
     Arguments and errors are those of `scaled_dot_product_attention` (there is
     no value: it is the part before the mix). Each row is the share of
     attention one query gives to each key: non-negative, summing to one, or
-    all zero when every key of the row is masked out. Returned in the
-    query's dtype, on its device.
+    all zero when every key of the row is masked out, and exactly zero
+    wherever a key is hidden (also in a row that holds NaN). Returned in
+    the query's dtype, on its device.
     """
-    problem = prepare(query, key, key, attn_mask, is_causal, scale, enable_gqa)
-    weights = _weights(problem, dropout_p, generator, max_memory)  # (..., L, S)
+    problem = prepare(query, key, key, attn_mask, is_causal, scale, enable_gqa, dropout_p)
+    weights = _attend(problem, generator, max_memory, with_value=False)  # (..., L, S)
     return problem.xp.astype(weights, problem.out_dtype)
 
 
@@ -114,15 +168,32 @@ def scaled_dot_product_attention(
       masks are added, and their gradients summed, in float32, rounded once.
     - ``is_causal`` keeps key j for query i when j <= i (top-left aligned).
       It cannot be combined with ``attn_mask``: both libraries refuse.
-    - A row whose keys are all masked out gives zeros, not NaN.
+    - A row whose keys are all masked out gives zeros, not NaN, and so does
+      every row when S = 0.
+    - Non-finite inputs follow one rule (`attention_lib.nonfinite`): a
+      hidden key's score and value (NaN, ±inf) never reach the rows that
+      hide it, nor their gradients; a row that sees no key gives zeros and
+      zero gradients whatever its query; a non-finite entry that is seen
+      makes what it reaches non-finite. Where we differ: PyTorch computes
+      0 x NaN and NaN + -inf there, so its rows go NaN (a NaN value at a
+      causally masked position, a NaN key under a boolean mask, a NaN
+      query with S = 0 or with every key masked).
     - ``enable_gqa`` lets the query have a multiple of the key/value heads
       (dim -3), each key/value head serving a group of consecutive query
       heads; a single key/value head broadcasts without it.
     - ``dropout_p``: inverted dropout on the weights, reproducible with
-      ``generator`` (an int seed, a numpy Generator or a torch.Generator).
-      Outside [0, 1] it is refused; where we differ: PyTorch refuses
-      values above 1 but runs a negative one without a word.
+      ``generator`` (an int seed, a numpy Generator or a torch.Generator);
+      one seed drops the same weights in every dtype (drawn in float32).
+      Outside [0, 1], or NaN, it is refused; where we differ: PyTorch
+      refuses values above 1 but runs a negative or NaN one without a word.
+    - ``scale``, ``dropout_p``, ``is_causal`` and ``enable_gqa`` take the
+      types PyTorch takes (`attention_lib.inputs`): a string, list or None
+      where a number or bool belongs is a TypeError naming the argument.
     - float16/bfloat16 are computed in float32 and rounded once at the end.
+      The gradient of an input broadcast along batch dimensions is summed
+      in float64 for float32 (float32 for 16-bit inputs) and rounded once.
+      Gradients are twice differentiable, except on the exact route for
+      non-finite inputs under a mask (once).
     - ``max_memory`` (bytes) overrides the free memory the refusal uses.
 
     Raises TypeError or ValueError naming the shapes, dtypes or values at fault
@@ -130,7 +201,6 @@ def scaled_dot_product_attention(
     MemoryError) when the score matrix would not fit in free memory; the
     message gives the size and points at `flash_attention`.
     """
-    problem = prepare(query, key, value, attn_mask, is_causal, scale, enable_gqa)
-    weights = _weights(problem, dropout_p, generator, max_memory)  # (..., L, S)
-    out = problem.xp.matmul(weights, problem.value)  # (..., L, Ev)
+    problem = prepare(query, key, value, attn_mask, is_causal, scale, enable_gqa, dropout_p)
+    out = _attend(problem, generator, max_memory, with_value=True)  # (..., L, Ev)
     return problem.xp.astype(out, problem.out_dtype)

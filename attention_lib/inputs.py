@@ -13,10 +13,20 @@ kernel takes strides and maps grouped heads itself) pays for no copies:
   are not expanded: matrix products broadcast them, so no input is copied
   to the size of the broadcast batch.
 
-`prepare` is the two in one.
+`prepare` is the two in one. `positive_integer` is the one check for a
+size argument (block sizes, widths, counts) that every module shares.
 
 The checks follow PyTorch's ``scaled_dot_product_attention`` (compared with
 torch 2.13), messages aside:
+
+- ``scale`` and ``dropout_p`` are numbers as PyTorch's float arguments take
+  them: Python floats, ints and bools, numpy real scalars, and 0-dim
+  tensors that do not require grad. A string, list, numpy array (0-d too),
+  complex number, Fraction, Decimal or any other object is a TypeError that
+  names the argument and the type; an int too large for a float is an
+  OverflowError. ``is_causal`` and ``enable_gqa`` must be Python bools
+  (True or False): None, 0 and 1, numpy bools and tensors are TypeErrors,
+  as in PyTorch.
 
 - ``attn_mask`` together with ``is_causal=True`` is refused.
 - Batch dimensions (all but the last two) of query, key and value broadcast
@@ -26,8 +36,13 @@ torch 2.13), messages aside:
   accepts float32 for any query dtype, and refuses every other mismatch);
   a boolean mask is always accepted.
 
-Where we differ, and why (both are edges of PyTorch's implementation, not
-of its documented semantics, and we keep one rule for every size):
+Where we differ, and why (edges of PyTorch's implementation, not of its
+documented semantics; we keep one rule for every size and value):
+
+- ``dropout_p`` outside [0, 1], or NaN, is a ValueError. PyTorch raises a
+  RuntimeError above 1 (and for inf) but runs a negative or NaN one.
+- A numpy complex scalar for ``scale`` or ``dropout_p`` is a TypeError;
+  PyTorch drops its imaginary part with a warning.
 
 - PyTorch adds the mask in place to query @ key^T, whose batch is the
   query's and key's only, so a mask with batch dimensions that only the
@@ -46,14 +61,25 @@ from typing import Any
 
 import numpy as np
 
-from .backend import accumulation_dtype, describe, device_of, namespace, require_floating
+from .backend import (
+    accumulation_dtype,
+    describe,
+    device_of,
+    is_torch_array,
+    namespace,
+    require_floating,
+)
 
 __all__ = [
     "AttentionProblem",
     "AttentionSpec",
     "check",
+    "check_dropout",
+    "check_flag",
+    "check_number",
     "default_scale",
     "materialise",
+    "positive_integer",
     "prepare",
 ]
 
@@ -74,7 +100,7 @@ class AttentionSpec:
     ``heads_q``, ``heads_k``, ``heads_v`` are the sizes of dim -3 when
     ``enable_gqa`` (query head h reads key head h // (heads_q // heads_k)
     and value head h // (heads_q // heads_v)), else None. ``scale`` is
-    resolved (1/sqrt(E) when not given).
+    resolved (1/sqrt(E) when not given); ``dropout_p`` is a float in [0, 1].
     """
 
     xp: Any
@@ -94,6 +120,7 @@ class AttentionSpec:
     scale: float
     out_dtype: Any
     enable_gqa: bool
+    dropout_p: float = 0.0
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -125,6 +152,7 @@ class AttentionProblem:
     scale: float
     out_dtype: Any
     batch: tuple[int, ...]
+    dropout_p: float = 0.0
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -135,6 +163,73 @@ class AttentionProblem:
 def default_scale(head_width: int) -> float:
     """1/sqrt(E), E the query's last dimension (inf for E = 0, where scores are empty sums)."""
     return 1.0 / math.sqrt(head_width) if head_width > 0 else math.inf
+
+
+def _type_name(value: Any) -> str:
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+
+
+def check_number(name: str, value: Any) -> float:
+    """``value`` as a Python float, if PyTorch's SDPA takes it for a float argument.
+
+    Accepted, as torch 2.13 accepts them: Python floats, ints and bools,
+    numpy real scalars (``numpy.float32(2)``, ``numpy.int64(2)``), and a
+    0-dim torch tensor that does not require grad. Raises TypeError naming
+    ``name`` and the type for anything else (a string, a list, a numpy
+    array even of 0 dimensions, a complex number, Fraction, Decimal, a
+    tensor with dimensions or one that requires grad), and OverflowError for
+    an int too large for a float. Imports nothing: a tensor is recognised
+    without importing torch.
+    """
+    if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+        number: Any = value
+    elif is_torch_array(value) and value.ndim == 0 and not value.requires_grad:
+        if value.dtype.is_complex:
+            raise TypeError(f"{name} must be a real number, got a complex 0-dim tensor")
+        number = value.item()
+    else:
+        shown = f" of shape {tuple(value.shape)}" if hasattr(value, "shape") else f" {value!r}"
+        extra = " that requires grad" if getattr(value, "requires_grad", False) else ""
+        raise TypeError(
+            f"{name} must be a float (a Python or numpy real number, or a 0-dim tensor), "
+            f"got {_type_name(value)}{shown[:80]}{extra}"
+        )
+    try:
+        return float(number)
+    except OverflowError:
+        raise OverflowError(f"{name} = {number} is too large for a float") from None
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """``value`` if it is a Python bool; TypeError naming ``name`` and the type otherwise.
+
+    As in PyTorch, None, 0 and 1, numpy bools and tensors are refused: a
+    flag that was meant to be something else is a mistake worth a message.
+    """
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool (True or False), got {_type_name(value)} {value!r}")
+    return value
+
+
+def positive_integer(name: str, value: Any) -> int:
+    """``value`` as an int if it is a positive integer (Python or numpy, not a bool).
+
+    Raises ValueError naming ``name`` and the value otherwise (0, negatives,
+    floats such as 2.0, strings, None, True). The one check for sizes,
+    block sizes and counts in the library.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def check_dropout(dropout_p: Any) -> float:
+    """``dropout_p`` as a float in [0, 1]: TypeError as `check_number`, ValueError outside."""
+    p = check_number("dropout_p", dropout_p)
+    if not 0.0 <= p <= 1.0:  # NaN too
+        raise ValueError(f"dropout_p must be in [0, 1], got {p}")
+    return p
 
 
 def _check_ranks(query: Any, key: Any, value: Any) -> None:
@@ -262,18 +357,27 @@ def check(
     is_causal: bool = False,
     scale: float | None = None,
     enable_gqa: bool = False,
+    dropout_p: float = 0.0,
 ) -> AttentionSpec:
     """Validate the public arguments of an attention call; copy nothing.
 
-    Raises TypeError for non-arrays, mixed libraries, non-float or
+    Raises TypeError for a ``scale`` or ``dropout_p`` that is not a number
+    PyTorch takes for a float, an ``is_causal`` or ``enable_gqa`` that is
+    not a bool (`check_number`, `check_flag`), non-arrays, mixed libraries, non-float or
     mismatched dtypes, and a mask that is neither boolean nor floating, or
     floating with neither the query's dtype nor float32 (the message names
     both dtypes); ValueError for ranks below 2, mismatched widths or
     lengths, batch dimensions that do not broadcast together, head counts
     that ``enable_gqa`` cannot pair, devices that differ, a mask that does
-    not broadcast to (*batch, L, S), and a mask given together with
-    ``is_causal=True``. Every message names the shapes or values at fault.
+    not broadcast to (*batch, L, S), a mask given together with
+    ``is_causal=True``, and ``dropout_p`` outside [0, 1]. Every message
+    names the argument, shapes or values at fault.
     """
+    # the plain arguments first, as PyTorch's argument parser does
+    scale = None if scale is None else check_number("scale", scale)
+    is_causal = check_flag("is_causal", is_causal)
+    enable_gqa = check_flag("enable_gqa", enable_gqa)
+    dropout_p = check_dropout(dropout_p)
     xp = namespace(query, key, value, attn_mask)
     _check_ranks(query, key, value)
     _check_dtypes_and_devices(xp, query, key, value)
@@ -305,10 +409,11 @@ def check(
         heads_q=heads[0],
         heads_k=heads[1],
         heads_v=heads[2],
-        is_causal=bool(is_causal),
-        scale=default_scale(width) if scale is None else float(scale),
+        is_causal=is_causal,
+        scale=default_scale(width) if scale is None else scale,
         out_dtype=query.dtype,
-        enable_gqa=bool(enable_gqa),
+        enable_gqa=enable_gqa,
+        dropout_p=dropout_p,
     )
 
 
@@ -354,6 +459,7 @@ def materialise(spec: AttentionSpec) -> AttentionProblem:
         scale=spec.scale,
         out_dtype=spec.out_dtype,
         batch=spec.batch,
+        dropout_p=spec.dropout_p,
     )
 
 
@@ -365,9 +471,11 @@ def prepare(
     is_causal: bool = False,
     scale: float | None = None,
     enable_gqa: bool = False,
+    dropout_p: float = 0.0,
 ) -> AttentionProblem:
     """`check` the public arguments, then `materialise` the problem to compute.
 
     Raises what `check` raises.
     """
-    return materialise(check(query, key, value, attn_mask, is_causal, scale, enable_gqa))
+    spec = check(query, key, value, attn_mask, is_causal, scale, enable_gqa, dropout_p)
+    return materialise(spec)

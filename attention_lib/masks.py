@@ -11,7 +11,7 @@ from typing import Any
 
 from .backend import device_of
 
-__all__ = ["apply_mask", "causal_mask", "mask_index", "mask_tile"]
+__all__ = ["apply_mask", "causal_mask", "mask_index", "mask_tile", "visible_keys"]
 
 
 def causal_mask(xp: Any, rows: tuple[int, int], cols: tuple[int, int], device: Any = None) -> Any:
@@ -26,18 +26,50 @@ def causal_mask(xp: Any, rows: tuple[int, int], cols: tuple[int, int], device: A
     return r[:, None] >= c[None, :]  # (R, C)
 
 
-def apply_mask(xp: Any, scores: Any, mask: Any) -> Any:
+def apply_mask(xp: Any, scores: Any, mask: Any, *, exact: bool = False) -> Any:
     """Scores with ``mask`` applied; ``mask`` broadcasts to ``scores`` (..., l, s).
 
     A boolean mask keeps True entries and sets False ones to -inf (the key
     takes no part); a float mask is added, so -inf removes a key and finite
-    values bias it. ``None`` returns ``scores`` unchanged.
+    values bias it (-1e9 too: a weight that underflows to 0, not a masked
+    key). ``None`` returns ``scores`` unchanged.
+
+    Where a float mask holds -inf the result is -inf whatever the score:
+    with ``exact=True`` also for a NaN or +inf score (NaN + -inf would be
+    NaN), at the cost of a comparison and a select; without it, the sum,
+    which is the same whenever the scores are finite (see
+    `attention_lib.nonfinite`). A boolean mask is exact either way.
     """
     if mask is None:
         return scores
     if mask.dtype == xp.bool:
         return xp.where(mask, scores, -xp.inf)  # (..., l, s)
-    return scores + xp.astype(mask, scores.dtype, copy=False)  # (..., l, s)
+    added = scores + xp.astype(mask, scores.dtype, copy=False)  # (..., l, s)
+    if exact:
+        return xp.where(mask == -xp.inf, -xp.inf, added)  # (..., l, s)
+    return added
+
+
+def visible_keys(
+    xp: Any, mask: Any, is_causal: bool, length_q: int, length_k: int, device: Any = None
+) -> Any:
+    """Which key each query sees: boolean (..., L, S), or None when every key is seen.
+
+    A key is hidden from a query where a boolean ``mask`` is False, a float
+    ``mask`` is -inf (only -inf: a large finite bias such as -1e9 is seen,
+    with a weight that underflows to 0), or ``is_causal`` puts it after the
+    query (top-left aligned). The mask's batch dimensions are kept as they
+    are (they broadcast); its last two are broadcast to (L, S), a view.
+    """
+    seen = None
+    if mask is not None:
+        seen = mask if mask.dtype == xp.bool else mask != -xp.inf  # (..., L or 1, S or 1)
+    if is_causal:
+        causal = causal_mask(xp, (0, length_q), (0, length_k), device)  # (L, S)
+        seen = causal if seen is None else seen & causal
+    if seen is None:
+        return None
+    return xp.broadcast_to(seen, (*seen.shape[:-2], length_q, length_k))  # (..., L, S)
 
 
 def mask_index(mask: Any, rows: tuple[int, int], cols: tuple[int, int]) -> tuple[Any, ...]:

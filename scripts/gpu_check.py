@@ -8,7 +8,8 @@
 1. Correctness: forward and backward through ``flash_attention(...,
    backend="triton")`` in float16 and bfloat16 (and float32 for three
    cases), for L != S both ways, causal or not, grouped heads, E != Ev,
-   head widths 16 to 256, transposed inputs; each held to FlashAttention's
+   head widths 16 to 256, transposed inputs, scores in the hundreds, batches
+   that broadcast apart; each held to FlashAttention's
    rule (at most twice PyTorch's own error against a float64 reference,
    `attention_lib.flash.accuracy`).
 2. The benchmark (`attention_lib.bench_gpu`): our kernels against SDPA's
@@ -105,6 +106,12 @@ GPU_CASES = [
     ("E16 L300 S333", (3, 2, 300, 16), (3, 2, 333, 16), (3, 2, 333, 16), {}),
     ("E32 key/value broadcast over heads", (2, 4, 256, 32), (2, 1, 256, 32), (2, 1, 256, 32),
      dict(is_causal=True)),
+    # scores in the hundreds: the backward pass's weights from the row max and log2 total
+    ("E64 causal, scores in the hundreds (scale 30)", (1, 4, 512, 64), (1, 4, 512, 64),
+     (1, 4, 512, 64), dict(is_causal=True, scale=30.0)),
+    # batches that broadcast apart: per-entry launches, float32 gradients summed once
+    ("E64 rank-5 broadcast batches", (2, 1, 4, 256, 64), (1, 2, 4, 256, 64), (2, 2, 1, 256, 64),
+     {}),
 ]  # fmt: skip
 SMOKE_CASES = [
     ("E16 L37 S53 tiles 16x16", (1, 2, 37, 16), (1, 2, 53, 16), (1, 2, 53, 16),

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
 from support import make, qkv
 
 import attention_lib as al
-from attention_lib.inputs import check, materialise, prepare
+from attention_lib.inputs import check, materialise, positive_integer, prepare
 
 # every public path that takes attn_mask; "triton" is checked before the kernel is looked for
 PATHS = {
@@ -123,3 +124,129 @@ def test_numpy_float_masks_must_match_the_query(path):
     q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
     out = PATHS[path](q64, k64, v64, attn_mask=bias)
     np.testing.assert_allclose(out, PATHS[path](q64, k64, v64, attn_mask=bias.astype(np.float64)))
+
+
+# ---------------------------------------------------------------- plain arguments, as in PyTorch
+
+# (argument, value, PyTorch's exception type, a regex of our message)
+BAD_ARGUMENTS = [
+    ("scale", "2", TypeError, r"scale must be a float .*got str '2'"),
+    ("scale", [1.0], TypeError, r"scale must be a float .*got list \[1\.0\]"),
+    ("scale", 2 + 0j, TypeError, r"scale must be a float .*got complex"),
+    (
+        "scale",
+        np.array(2.0),
+        TypeError,
+        r"scale must be a float .*got numpy\.ndarray of shape \(\)",
+    ),
+    ("scale", 10**400, OverflowError, r"scale = 1000.* is too large for a float"),
+    ("is_causal", "yes", TypeError, r"is_causal must be a bool \(True or False\), got str 'yes'"),
+    ("is_causal", None, TypeError, r"is_causal must be a bool .*got NoneType None"),
+    ("is_causal", 1, TypeError, r"is_causal must be a bool .*got int 1"),
+    ("is_causal", np.bool_(True), TypeError, r"is_causal must be a bool .*got numpy\.bool"),
+    ("enable_gqa", None, TypeError, r"enable_gqa must be a bool .*got NoneType None"),
+    ("enable_gqa", 1, TypeError, r"enable_gqa must be a bool .*got int 1"),
+    ("enable_gqa", 0, TypeError, r"enable_gqa must be a bool .*got int 0"),
+    ("dropout_p", "0", TypeError, r"dropout_p must be a float .*got str '0'"),
+    ("dropout_p", None, TypeError, r"dropout_p must be a float .*got NoneType None"),
+    ("dropout_p", [0.0], TypeError, r"dropout_p must be a float .*got list"),
+]
+TAKES_DROPOUT = ("reference", "weights")
+
+
+def _ids(cases):
+    return [f"{name}={value!r}"[:40] for name, value, *_ in cases]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "error", "message"), BAD_ARGUMENTS, ids=_ids(BAD_ARGUMENTS)
+)
+def test_plain_arguments_of_the_wrong_type_are_refused_as_pytorch_refuses_them(
+    name, value, error, message
+):
+    import torch.nn.functional as F
+
+    q, k, v = qkv("torch", length=4, keys=6)
+    with pytest.raises(error):  # PyTorch's own refusal, to keep this list true
+        F.scaled_dot_product_attention(q, k, v, **{name: value})
+    for path, fn in PATHS.items():
+        if name == "dropout_p" and path not in TAKES_DROPOUT:
+            continue
+        with pytest.raises(error, match=message):
+            fn(q, k, v, **{name: value})
+    with pytest.raises(error, match=message):  # numpy inputs too: the check comes first
+        al.scaled_dot_product_attention(*(x.numpy() for x in (q, k, v)), **{name: value})
+
+
+def test_a_tensor_that_requires_grad_is_no_scale():
+    import torch
+
+    q, k, v = qkv("torch", length=4, keys=6)
+    with pytest.raises(
+        TypeError, match=r"scale must be a float .*Tensor of shape \(\) that requires grad"
+    ):
+        al.scaled_dot_product_attention(q, k, v, scale=torch.tensor(0.5, requires_grad=True))
+    with pytest.raises(TypeError, match=r"scale must be a float .*Tensor of shape \(1,\)"):
+        al.scaled_dot_product_attention(q, k, v, scale=torch.tensor([0.5]))
+
+
+@pytest.mark.parametrize(
+    "scale",
+    [
+        2,
+        True,
+        np.float32(0.5),
+        np.float64(0.5),
+        np.int64(2),
+        np.float16(0.5),
+        "tensor",
+        "int tensor",
+    ],
+    ids=str,
+)
+def test_scales_pytorch_takes_are_taken_as_the_same_number(scale):
+    import torch
+    import torch.nn.functional as F
+
+    scale = {"tensor": torch.tensor(0.5), "int tensor": torch.tensor(2)}.get(scale, scale)
+    number = float(scale)
+    q, k, v = qkv("torch", length=4, keys=6)
+    expected = F.scaled_dot_product_attention(q, k, v, scale=number)
+    torch.testing.assert_close(F.scaled_dot_product_attention(q, k, v, scale=scale), expected)
+    for path in ("reference", "tiled"):
+        torch.testing.assert_close(PATHS[path](q, k, v, scale=scale), expected)
+    assert (
+        check(q, k, v, scale=scale).scale == number
+        and type(check(q, k, v, scale=scale).scale) is float
+    )
+
+
+@pytest.mark.parametrize("p", [0, np.float32(0.0), np.float64(0.0), False], ids=repr)
+def test_dropout_probabilities_pytorch_takes_are_taken(p):
+    q, k, v = qkv("torch", length=4, keys=6)
+    import torch
+
+    torch.testing.assert_close(
+        al.scaled_dot_product_attention(q, k, v, dropout_p=p),
+        al.scaled_dot_product_attention(q, k, v),
+    )
+
+
+@pytest.mark.parametrize("p", [-0.5, 1.5, math.inf, math.nan])
+def test_dropout_outside_zero_to_one_is_a_value_error(p):
+    # PyTorch: RuntimeError above 1 and for inf, and it runs -0.5 and NaN (see attention_lib.inputs)
+    q, k, v = qkv("numpy")
+    with pytest.raises(ValueError, match=r"dropout_p must be in \[0, 1\], got"):
+        al.scaled_dot_product_attention(q, k, v, dropout_p=p)
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.0, "3", None, True, np.bool_(True), 1.5], ids=repr)
+def test_positive_integer_refuses_what_is_not_one(value):
+    with pytest.raises(
+        ValueError, match=rf"block_q must be a positive integer, got {re.escape(repr(value))}"
+    ):
+        positive_integer("block_q", value)
+
+
+def test_positive_integer_takes_python_and_numpy_integers():
+    assert positive_integer("n", 3) == 3 and type(positive_integer("n", np.int64(3))) is int

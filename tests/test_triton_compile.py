@@ -25,6 +25,11 @@ Two depths, both failing on any compile error:
   seconds of CPU (float32's backward more than ten), so the other
   configurations get it from ``python tests/test_triton_compile.py --full``.
 
+The backward kernels also store float32 gradients for 16-bit inputs (an
+input broadcast along batch dimensions has its per-entry gradients summed
+in float32): those pointer types are other compiles, front end for every
+padded width, whole at width 64, causal.
+
 The compiles run in a child process (this file run as a script) with one
 worker per core; a compiled kernel lands in Triton's own cache, keyed on its
 source, so a rerun with unchanged kernels is quick.
@@ -70,6 +75,7 @@ class Config:
     whole: bool  # through to a cubin (else the front end only)
     length: int = 256  # L = S: a multiple of 16, or not
     layout: str = "bhld"  # bhld (contiguous), blhd (heads inside rows), or strided features
+    grads: str = "same"  # the gradients' dtype: the inputs' ("same") or "float32"
 
     @property
     def name(self) -> str:
@@ -78,6 +84,7 @@ class Config:
         extra = (
             "" if (self.length, self.layout) == (256, "bhld") else f"-L{self.length}-{self.layout}"
         )
+        extra += "" if self.grads == "same" else f"-grads-{self.grads}"
         tile = "x".join(map(str, self.tile))
         causal = "causal" if self.causal else "full"
         return f"{self.arch}-{mode}-{self.kernel}-{widths}-{self.dtype}-{causal}-{tile}{extra}"
@@ -110,6 +117,17 @@ def configurations(whole_everywhere: bool = False) -> list[Config]:
             shape = (tile.block_m, tile.block_n, tile.num_warps, tile.num_stages)
             flag = whole(kernel, head_dim, dtype, causal, tile, arch)
             configs.append(Config(kernel, head_dim, head_dim, dtype, causal, shape, arch, flag))
+        # float32 gradients of 16-bit inputs (broadcast inputs' per-entry gradients)
+        for kernel in ("dkdv", "dq"):
+            for head_dim in HEAD_DIMS:
+                for dtype in ("float16", "bfloat16"):
+                    tile = candidates(kernel, head_dim, dtype, True)[0]
+                    shape = (tile.block_m, tile.block_n, tile.num_warps, tile.num_stages)
+                    flag = whole_everywhere or head_dim == 64
+                    configs.append(
+                        Config(kernel, head_dim, head_dim, dtype, True, shape, arch, flag,
+                               grads="float32")
+                    )  # fmt: skip
         delta = (DELTA_TILE.block_m, DELTA_TILE.block_n, DELTA_TILE.num_warps, 1)
         for head_dim in HEAD_DIMS:
             for dtype in DTYPES:
@@ -161,17 +179,19 @@ def launch_for(config: Config):
     k = _tensor((1, heads_kv, n, config.width), dtype, lay)  # (B, Hkv, S, E)
     v = _tensor((1, heads_kv, n, config.width_v), dtype, lay)  # (B, Hkv, S, Ev)
     out = _tensor((1, heads, n, config.width_v), dtype, lay)  # (B, H, L, Ev)
-    stats = torch.empty((1, heads, n), dtype=torch.float32)  # (B, H, L): lse and delta
+    stats = torch.empty((2, 1, heads, n), dtype=torch.float32)  # (2, B, H, L): max, log2 total
+    delta = torch.empty((1, heads, n), dtype=torch.float32)  # (B, H, L)
     tile = Tile(*config.tile)
     scale = config.width**-0.5
     if config.kernel == "forward":
         return tk.forward_launch(q, k, v, out, stats, config.causal, scale, tile)
     if config.kernel == "delta":
-        return tk.delta_launch(out, out, stats)
-    dk, dv = torch.empty_like(k), torch.empty_like(v)
+        return tk.delta_launch(out, out, delta)
+    grad = dtype if config.grads == "same" else getattr(torch, config.grads)
+    dk, dv, dq = (torch.empty_like(x, dtype=grad) for x in (k, v, q))
     if config.kernel == "dkdv":
-        return tk.dkdv_launch(q, k, v, out, stats, stats, dk, dv, config.causal, scale, tile)
-    return tk.dq_launch(q, k, v, out, stats, stats, torch.empty_like(q), config.causal, scale, tile)
+        return tk.dkdv_launch(q, k, v, out, stats, delta, dk, dv, config.causal, scale, tile)
+    return tk.dq_launch(q, k, v, out, stats, delta, dq, config.causal, scale, tile)
 
 
 def source(launch):

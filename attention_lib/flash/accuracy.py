@@ -4,15 +4,22 @@ A low-precision kernel cannot match a float64 answer to float64's digits;
 FlashAttention's tests ask instead that its error against a float64
 reference be at most twice the error PyTorch's own attention makes in the
 same dtype. Here the reference is torch's ``scaled_dot_product_attention``
-in float64 (forward and, through autograd, gradients), PyTorch's error is
-that of the same function on the low-precision inputs, and ours is
+in float64 with its math backend (forward and, through autograd,
+gradients), PyTorch's error is that of the same function on the
+low-precision inputs (the backend PyTorch picks), and ours is
 `flash_attention` with the ``backend`` and tiles asked for.
+
+The reference is the math backend because the others recompute weights
+from a log-sum-exp that cancels at large scores: on the CPU (torch 2.13)
+float64 SDPA whose rows have S equal scores of -1e38 gives value gradients
+S times too large (weights of 1 instead of 1/S), the cancellation the
+Triton kernels avoid.
 
 A floor keeps the rule from demanding more than rounding allows where
 PyTorch happens to be exact or nearly so: a tenth of an ulp at 1 for 16-bit
-dtypes, and four ulps of the largest reference value for float32, where
-both errors are a few ulps and the order of summation decides which is
-smaller. Used by the interpreter tests and the GPU check (scripts/gpu_check.py).
+dtypes, and four ulps of the largest reference value for float32 and
+float64, where both errors are a few ulps and the order of summation
+decides which is smaller. Used by the interpreter tests and the GPU check (scripts/gpu_check.py).
 
 Importing this module imports nothing heavy; torch loads when a check runs.
 """
@@ -30,7 +37,7 @@ def floor(dtype: str, magnitude: float) -> float:
     import torch
 
     eps = torch.finfo(getattr(torch, dtype)).eps
-    return 4 * eps * magnitude if dtype == "float32" else 0.1 * eps
+    return 4 * eps * magnitude if dtype in ("float32", "float64") else 0.1 * eps
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,15 @@ def _name(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def _exact(*args: Any, **kw: Any) -> Any:
+    """torch's SDPA in float64 with the math backend: the reference."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH):
+        return F.scaled_dot_product_attention(*(x.double() for x in args), **kw)
+
+
 def forward_check(name: str, query: Any, key: Any, value: Any, **kw: Any) -> Check:
     """Our output's max |error| against float64, and PyTorch's in the inputs' dtype.
 
@@ -80,9 +96,7 @@ def forward_check(name: str, query: Any, key: Any, value: Any, **kw: Any) -> Che
     ours_kw, theirs_kw = _split(kw)
     with torch.no_grad():
         out = flash_attention(query, key, value, **ours_kw)
-        exact = F.scaled_dot_product_attention(
-            query.double(), key.double(), value.double(), **theirs_kw
-        )
+        exact = _exact(query, key, value, **theirs_kw)
         theirs = F.scaled_dot_product_attention(query, key, value, **theirs_kw)
     if out.dtype != query.dtype or out.shape != exact.shape:
         raise AssertionError(
@@ -124,9 +138,7 @@ def gradient_checks(
     inputs = [query, key, value]
     ours = grads(lambda *a: flash_attention(*a, **ours_kw), inputs, grad_out)
     want = grads(
-        lambda *a: F.scaled_dot_product_attention(*a, **theirs_kw),
-        [x.double() for x in inputs],
-        grad_out.double(),
+        lambda *a: _exact(*a, **theirs_kw), [x.double() for x in inputs], grad_out.double()
     )
     theirs = grads(lambda *a: F.scaled_dot_product_attention(*a, **theirs_kw), inputs, grad_out)
     checks = []

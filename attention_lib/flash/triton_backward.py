@@ -1,9 +1,11 @@
 """FlashAttention-2's backward pass as three Triton kernels.
 
-From the forward pass's output O and per-row log-sum-exp (lse, kept in
-log2 units), the weights of any tile are recomputed, never stored:
-``P = 2^(S·log2 e - lse)`` (Dao, FlashAttention-2, arXiv:2307.08691,
-algorithm 2). With δ = rowsum(dO ∘ O) and S = scale · Q Kᵀ:
+From the forward pass's output O and its per-row maximum m and log2 of the
+row total (log2 units, kept apart so they do not cancel: see
+`attention_lib.flash.triton_forward`), the weights of any tile are
+recomputed, never stored: ``P = 2^((S·log2 e - m) - log2 total)`` (Dao,
+FlashAttention-2, arXiv:2307.08691, algorithm 2, with the log-sum-exp
+split in two). With δ = rowsum(dO ∘ O) and S = scale · Q Kᵀ:
 
     dV = Pᵀ dO        dP = dO Vᵀ        dS = P ∘ (dP - δ)
     dQ = scale · dS K                  dK = scale · dSᵀ Q
@@ -25,6 +27,14 @@ scale, products accumulate in float32 and their 16-bit operands (P, dS) are
 rounded to the inputs' dtype first, as FlashAttention does. Causal tiles
 wholly above the diagonal are skipped; tiles that cross it, or the end of
 the rows or keys, are masked; the rest load with no mask at all.
+
+Non-finite inputs follow `attention_lib.nonfinite`'s rule: in a masked tile,
+P and dS are 0 wherever a key is hidden (or a row is past the end) whatever
+the scores hold, and in the tiles that cross the diagonal the products
+dS·K (for dQ) and dSᵀ·Q (for dK) take a hidden non-finite key or query as
+0 (`seen_dot`), so a NaN reaches only the gradients of what sees it.
+dQ, dK and dV are stored in the dtype of their buffers: the inputs' own,
+or float32 where the caller sums them over broadcast dimensions.
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .triton_common import load_tile, operand, rounded, store_tile
+from .triton_common import load_tile, operand, rounded, seen_dot, store_tile
 
 __all__ = ["attention_delta", "attention_dkdv", "attention_dq"]
 
@@ -70,7 +80,7 @@ def attention_delta(
 
 @triton.jit
 def _dkdv_rows(
-    dk, dv, k, v, Q, DO, Lse, Delta,
+    dk, dv, k, v, Q, DO, RowMax, LogTotal, Delta,
     stride_qm, stride_qd, stride_gm, stride_gd,
     cols, start, stop, length_q, qk_scale,
     E: tl.constexpr, EV: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
@@ -92,17 +102,21 @@ def _dkdv_rows(
             dims < E, in_rows, E < HEAD_DIM, EDGE,
         )  # fmt: skip  # (HEAD_DIM, BLOCK_M), Q^T
         q_t = operand(q_t, WIDEN)  # (HEAD_DIM, BLOCK_M)
-        if EDGE:  # rows past the end: lse = inf makes their weights 0
-            lse2 = tl.load(Lse + rows, mask=in_rows, other=float("inf"))  # (BLOCK_M,)
+        if EDGE:  # rows past the end: m = inf makes their weights 0
+            row_max = tl.load(RowMax + rows, mask=in_rows, other=float("inf"))  # (BLOCK_M,)
+            log_total = tl.load(LogTotal + rows, mask=in_rows, other=0.0)  # (BLOCK_M,)
             delta = tl.load(Delta + rows, mask=in_rows, other=0.0)  # (BLOCK_M,)
         else:
-            lse2 = tl.load(Lse + rows)  # (BLOCK_M,), log2 units
+            row_max = tl.load(RowMax + rows)  # (BLOCK_M,), log2 units
+            log_total = tl.load(LogTotal + rows)  # (BLOCK_M,), log2 units
             delta = tl.load(Delta + rows)  # (BLOCK_M,)
         s_t = tl.dot(k, q_t, input_precision=PRECISION) * qk_scale  # (BLOCK_N, BLOCK_M), log2
-        p_t = tl.math.exp2(s_t - lse2[None, :])  # (BLOCK_N, BLOCK_M), weights P^T
-        if EDGE:
+        p_t = tl.math.exp2((s_t - row_max[None, :]) - log_total[None, :])  # (BLOCK_N, BLOCK_M)
+        if EDGE:  # hidden keys and rows past the end: exactly 0, whatever the scores hold
+            keep_t = in_rows[None, :] & (cols[:, None] >= 0)  # (BLOCK_N, BLOCK_M)
             if IS_CAUSAL:
-                p_t = tl.where(cols[:, None] <= rows[None, :], p_t, 0.0)  # (BLOCK_N, BLOCK_M)
+                keep_t = keep_t & (cols[:, None] <= rows[None, :])  # (BLOCK_N, BLOCK_M)
+            p_t = tl.where(keep_t, p_t, 0.0)  # (BLOCK_N, BLOCK_M), weights P^T
         do = load_tile(
             DO + rows[:, None] * stride_gm + dims_v[None, :] * stride_gd,
             in_rows, dims_v < EV, EDGE, EV < HEAD_DIM_V,
@@ -112,14 +126,19 @@ def _dkdv_rows(
         dv = tl.dot(p_low, do, dv, input_precision=PRECISION)  # (BLOCK_N, HEAD_DIM_V), += P^T dO
         dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)  # (BLOCK_N, BLOCK_M), (dO V^T)^T
         ds_t = p_t * (dp_t - delta[None, :])  # (BLOCK_N, BLOCK_M), dS^T / scale
+        if EDGE:  # 0 x NaN where a hidden value made dP NaN
+            ds_t = tl.where(keep_t, ds_t, 0.0)  # (BLOCK_N, BLOCK_M)
         ds_low = rounded(ds_t, DO.dtype.element_ty, WIDEN)  # (BLOCK_N, BLOCK_M)
-        dk = tl.dot(ds_low, tl.trans(q_t), dk, input_precision=PRECISION)  # (BLOCK_N, HEAD_DIM)
+        if EDGE and IS_CAUSAL:  # a hidden query row may hold NaN
+            dk = seen_dot(ds_low, tl.trans(q_t), dk, keep_t, PRECISION)  # (BLOCK_N, HEAD_DIM)
+        else:
+            dk = tl.dot(ds_low, tl.trans(q_t), dk, input_precision=PRECISION)  # (BLOCK_N, HEAD_DIM)
     return dk, dv
 
 
 @triton.jit
 def attention_dkdv(
-    Q, K, V, DO, Lse, Delta, DK, DV,
+    Q, K, V, DO, RowMax, LogTotal, Delta, DK, DV,
     stride_qb, stride_qh, stride_qm, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
@@ -133,9 +152,9 @@ def attention_dkdv(
 ):  # fmt: skip
     """dK and dV for BLOCK_N keys of one key/value head: grid (cdiv(S, BLOCK_N), Hkv, B).
 
-    Q and DO (B, H, L, ·), K, V, DK, DV (B, Hkv, S, ·), any strides; Lse and
-    Delta (B, H, L) contiguous float32. Key/value head j collects the
-    gradients of query heads j·group ... j·group + group - 1.
+    Q and DO (B, H, L, ·), K, V, DK, DV (B, Hkv, S, ·), any strides; RowMax,
+    LogTotal and Delta (B, H, L) contiguous float32. Key/value head j
+    collects the gradients of query heads j·group ... j·group + group - 1.
     """
     h_kv = tl.program_id(1).to(tl.int64)
     b = tl.program_id(2).to(tl.int64)
@@ -171,21 +190,25 @@ def attention_dkdv(
         h = h_kv * group + g  # a query head of this key/value head's group
         Qh = Q + b * stride_qb + h * stride_qh
         DOh = DO + b * stride_gb + h * stride_gh
-        Lse_h = Lse + (b * heads + h) * length_q
+        RowMax_h = RowMax + (b * heads + h) * length_q
+        LogTotal_h = LogTotal + (b * heads + h) * length_q
         Delta_h = Delta + (b * heads + h) * length_q
         if IS_CAUSAL:  # the row tiles that cross the diagonal
             dk, dv = _dkdv_rows(
-                dk, dv, k, v, Qh, DOh, Lse_h, Delta_h, stride_qm, stride_qd, stride_gm, stride_gd,
+                dk, dv, k, v, Qh, DOh, RowMax_h, LogTotal_h, Delta_h,
+                stride_qm, stride_qd, stride_gm, stride_gd,
                 cols, start, diagonal, length_q, qk_scale,
                 E, EV, HEAD_DIM, HEAD_DIM_V, BLOCK_M, True, IS_CAUSAL, PRECISION, WIDEN,
             )  # fmt: skip
         dk, dv = _dkdv_rows(
-            dk, dv, k, v, Qh, DOh, Lse_h, Delta_h, stride_qm, stride_qd, stride_gm, stride_gd,
+            dk, dv, k, v, Qh, DOh, RowMax_h, LogTotal_h, Delta_h,
+            stride_qm, stride_qd, stride_gm, stride_gd,
             cols, tl.maximum(start, diagonal), inner, length_q, qk_scale,
             E, EV, HEAD_DIM, HEAD_DIM_V, BLOCK_M, False, IS_CAUSAL, PRECISION, WIDEN,
         )  # fmt: skip
         dk, dv = _dkdv_rows(
-            dk, dv, k, v, Qh, DOh, Lse_h, Delta_h, stride_qm, stride_qd, stride_gm, stride_gd,
+            dk, dv, k, v, Qh, DOh, RowMax_h, LogTotal_h, Delta_h,
+            stride_qm, stride_qd, stride_gm, stride_gd,
             cols, tl.maximum(start, inner), length_q, length_q, qk_scale,
             E, EV, HEAD_DIM, HEAD_DIM_V, BLOCK_M, True, IS_CAUSAL, PRECISION, WIDEN,
         )  # fmt: skip
@@ -207,7 +230,7 @@ def attention_dkdv(
 
 @triton.jit
 def _dq_keys(
-    dq, q, do, lse2, delta, K, V,
+    dq, q, do, row_max, log_total, delta, K, V,
     stride_kn, stride_kd, stride_vn, stride_vd,
     rows, start, stop, length_k, qk_scale,
     E: tl.constexpr, EV: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
@@ -230,22 +253,27 @@ def _dq_keys(
         )  # fmt: skip  # (HEAD_DIM_V, BLOCK_N), V^T
         k_t = operand(k_t, WIDEN)  # (HEAD_DIM, BLOCK_N)
         s = tl.dot(q, k_t, input_precision=PRECISION) * qk_scale  # (BLOCK_M, BLOCK_N), log2
-        p = tl.math.exp2(s - lse2[:, None])  # (BLOCK_M, BLOCK_N)
-        if EDGE:
-            keep = in_keys[None, :]  # (1, BLOCK_N)
+        p = tl.math.exp2((s - row_max[:, None]) - log_total[:, None])  # (BLOCK_M, BLOCK_N)
+        if EDGE:  # hidden keys: exactly 0, whatever their scores hold
+            keep = in_keys[None, :] & (rows[:, None] >= 0)  # (BLOCK_M, BLOCK_N)
             if IS_CAUSAL:
                 keep = keep & (cols[None, :] <= rows[:, None])  # (BLOCK_M, BLOCK_N)
             p = tl.where(keep, p, 0.0)  # (BLOCK_M, BLOCK_N)
         dp = tl.dot(do, operand(v_t, WIDEN), input_precision=PRECISION)  # (BLOCK_M, BLOCK_N)
         ds = p * (dp - delta[:, None])  # (BLOCK_M, BLOCK_N), dS / scale
+        if EDGE:  # 0 x NaN where a hidden value made dP NaN
+            ds = tl.where(keep, ds, 0.0)  # (BLOCK_M, BLOCK_N)
         ds = rounded(ds, K.dtype.element_ty, WIDEN)  # (BLOCK_M, BLOCK_N)
-        dq = tl.dot(ds, tl.trans(k_t), dq, input_precision=PRECISION)  # (BLOCK_M, HEAD_DIM)
+        if EDGE and IS_CAUSAL:  # a hidden key may hold NaN
+            dq = seen_dot(ds, tl.trans(k_t), dq, keep, PRECISION)  # (BLOCK_M, HEAD_DIM)
+        else:
+            dq = tl.dot(ds, tl.trans(k_t), dq, input_precision=PRECISION)  # (BLOCK_M, HEAD_DIM)
     return dq
 
 
 @triton.jit
 def attention_dq(
-    Q, K, V, DO, Lse, Delta, DQ,
+    Q, K, V, DO, RowMax, LogTotal, Delta, DQ,
     stride_qb, stride_qh, stride_qm, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
@@ -258,8 +286,8 @@ def attention_dq(
 ):  # fmt: skip
     """dQ for BLOCK_M query rows of one head: grid (cdiv(L, BLOCK_M), H, B).
 
-    Q, DO, DQ (B, H, L, ·), K, V (B, Hkv, S, ·), any strides; Lse and Delta
-    (B, H, L) contiguous float32.
+    Q, DO, DQ (B, H, L, ·), K, V (B, Hkv, S, ·), any strides; RowMax,
+    LogTotal and Delta (B, H, L) contiguous float32.
     """
     block = tl.program_id(0)
     h = tl.program_id(1).to(tl.int64)
@@ -279,7 +307,8 @@ def attention_dq(
         in_rows, dims_v < EV, True, EV < HEAD_DIM_V,
     )  # fmt: skip  # (BLOCK_M, HEAD_DIM_V)
     row_stats = (b * tl.num_programs(1) + h) * length_q + rows  # (BLOCK_M,)
-    lse2 = tl.load(Lse + row_stats, mask=in_rows, other=float("inf"))  # (BLOCK_M,), log2 units
+    row_max = tl.load(RowMax + row_stats, mask=in_rows, other=float("inf"))  # (BLOCK_M,), log2
+    log_total = tl.load(LogTotal + row_stats, mask=in_rows, other=0.0)  # (BLOCK_M,), log2
     delta = tl.load(Delta + row_stats, mask=in_rows, other=0.0)  # (BLOCK_M,)
     q = operand(q, WIDEN)  # (BLOCK_M, HEAD_DIM)
     do = operand(do, WIDEN)  # (BLOCK_M, HEAD_DIM_V)
@@ -295,12 +324,12 @@ def attention_dq(
         below = length_k
     inner = below // BLOCK_N * BLOCK_N  # key tiles before this need no mask
     dq = _dq_keys(
-        dq, q, do, lse2, delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+        dq, q, do, row_max, log_total, delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
         rows, 0, inner, length_k, qk_scale,
         E, EV, HEAD_DIM, HEAD_DIM_V, BLOCK_N, False, IS_CAUSAL, PRECISION, WIDEN,
     )  # fmt: skip
     dq = _dq_keys(
-        dq, q, do, lse2, delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
+        dq, q, do, row_max, log_total, delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
         rows, inner, stop, length_k, qk_scale,
         E, EV, HEAD_DIM, HEAD_DIM_V, BLOCK_N, True, IS_CAUSAL, PRECISION, WIDEN,
     )  # fmt: skip

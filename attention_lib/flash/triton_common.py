@@ -17,7 +17,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-__all__ = ["INTERPRETED", "load_tile", "operand", "rounded", "store_tile"]
+__all__ = ["INTERPRETED", "load_tile", "operand", "rounded", "seen_dot", "store_tile"]
 
 
 @triton.jit
@@ -79,6 +79,28 @@ def rounded(x, DTYPE: tl.constexpr, WIDEN: tl.constexpr):
     else:
         y = x.to(DTYPE)
     return y
+
+
+@triton.jit
+def seen_dot(a, b, acc, seen, PRECISION: tl.constexpr):
+    """``acc + a @ b`` taking the product a[i, j] · b[j, :] only where ``seen[i, j]``.
+
+    a (M, N) is 0 wherever ``seen`` (M, N) is False; b (N, K) may hold NaN
+    or ±inf there, which a plain product turns into NaN (0 × NaN) in every
+    row. When b holds a non-finite entry, the product takes it as 0 and a
+    second product counts, per output entry, the non-finite entries of b it
+    sees: those entries become NaN (rule (c) of `attention_lib.nonfinite`).
+    Finite b costs one check and the plain product.
+    """
+    bad = (b != b) | (tl.abs(b) == float("inf"))  # (N, K)
+    if tl.max(tl.max(bad.to(tl.int32), 1), 0) > 0:
+        finite = tl.where(bad, 0.0, b).to(b.dtype)  # (N, K)
+        acc = tl.dot(a, finite, acc, input_precision=PRECISION)  # (M, K)
+        hits = tl.dot(seen.to(b.dtype), bad.to(b.dtype), input_precision=PRECISION)  # (M, K)
+        acc = tl.where(hits > 0, float("nan"), acc)  # (M, K)
+    else:
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)  # (M, K)
+    return acc
 
 
 try:  # a kernel object tells whether this process runs Triton's interpreter

@@ -12,10 +12,22 @@ The GPU's fast exponential is base 2, so log2(e) is folded into the scale
 once (``qk_scale = scale * log2(e)``) and ``exp2`` replaces ``exp``:
 2^(x·log2 e) = e^x, the same weights. Products are accumulated in float32
 whatever the input dtype (float16, bfloat16 or float32); the output is
-rounded once, at the end. Each program also writes its rows' log-sum-exp
-in the same log2 units, ``m + log2(total)`` (the natural one times log2 e),
-which the backward pass recomputes the weights from as ``2^(s - lse)``:
-kept in the units the weights were made in, no conversion adds rounding.
+rounded once, at the end. Each program also writes two numbers per row for
+the backward pass, in the same log2 units: the row's maximum ``m`` and
+``log2(total)``. The backward pass recomputes the weights as
+``2^((s - m) - log2(total))``. Kept apart, they do not cancel: their sum,
+the log-sum-exp, would be rounded at the size of ``m``, and at |s| = 1e9
+float32's spacing (128 in log2 units) swallows log2(total) whole (a padding
+row's weights come back as 1 instead of 1/S); at |s| in the hundreds it
+costs a relative 1e-4 in every weight. ``s - m`` is exact near the maximum.
+
+Non-finite inputs follow `attention_lib.nonfinite`'s rule. A hidden score
+(causal, in the tiles that cross the diagonal) is replaced by -inf whatever
+it holds; a non-finite value there is kept out of the weighted sum (0 × NaN
+would be NaN): when the tile's values hold one, the product takes them as
+0 and a second product counts, per output entry, the non-finite values it
+sees, making those entries NaN. Tiles wholly below the diagonal see every
+key and need no such care; finite values skip it at the cost of one check.
 
 Causal attention (top-left aligned, as in PyTorch, also for L != S) visits
 the key tiles in two stages, as Triton's fused-attention tutorial does: the
@@ -36,7 +48,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .triton_common import load_tile, operand, rounded
+from .triton_common import load_tile, operand, rounded, seen_dot
 
 __all__ = ["attention_forward"]
 
@@ -83,14 +95,18 @@ def _visit_key_tiles(
         )  # fmt: skip  # (BLOCK_N, HEAD_DIM_V)
         acc = acc * rescale[:, None]  # (BLOCK_M, HEAD_DIM_V)
         p = rounded(p, V.dtype.element_ty, WIDEN)  # to the inputs' dtype, as FlashAttention does
-        acc = tl.dot(p, operand(v, WIDEN), acc, input_precision=PRECISION)  # acc + p @ v
+        v = operand(v, WIDEN)  # (BLOCK_N, HEAD_DIM_V)
+        if EDGE and IS_CAUSAL:  # hidden values in this tile: no 0 x NaN
+            acc = seen_dot(p, v, acc, keep, PRECISION)  # acc + p @ v over seen keys only
+        else:
+            acc = tl.dot(p, v, acc, input_precision=PRECISION)  # acc + p @ v
         m = m_new
     return acc, total, m
 
 
 @triton.jit
 def attention_forward(
-    Q, K, V, Out, Lse,
+    Q, K, V, Out, RowMax, LogTotal,
     stride_qb, stride_qh, stride_qm, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
@@ -100,10 +116,11 @@ def attention_forward(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr,
     PRECISION: tl.constexpr, WIDEN: tl.constexpr,
 ):  # fmt: skip
-    """One program: the output and log-sum-exp of BLOCK_M query rows of one (batch, head).
+    """One program: the output and row statistics of BLOCK_M query rows of one (batch, head).
 
-    Grid (cdiv(L, BLOCK_M), H, B). Out (B, H, L, Ev) any strides; Lse (B, H, L)
-    contiguous float32, in log2 units.
+    Grid (cdiv(L, BLOCK_M), H, B). Out (B, H, L, Ev) any strides; RowMax and
+    LogTotal (B, H, L) contiguous float32, in log2 units: each row's largest
+    score m and log2 of its sum of 2^(score - m).
     """
     block = tl.program_id(0)  # which block of query rows
     h = tl.program_id(1).to(tl.int64)  # query head
@@ -113,7 +130,9 @@ def attention_forward(
     K += b * stride_kb + h_kv * stride_kh
     V += b * stride_vb + h_kv * stride_vh
     Out += b * stride_ob + h * stride_oh
-    Lse += (b * tl.num_programs(1) + h) * length_q
+    row_stats = (b * tl.num_programs(1) + h) * length_q
+    RowMax += row_stats
+    LogTotal += row_stats
 
     rows = block * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,) query index
     in_rows = rows < length_q  # (BLOCK_M,)
@@ -150,11 +169,14 @@ def attention_forward(
 
     empty = total == 0.0  # (BLOCK_M,): no key at all (S = 0 is not launched; kept for safety)
     out = acc / tl.where(empty, 1.0, total)[:, None]  # (BLOCK_M, HEAD_DIM_V)
-    lse2 = tl.where(empty, float("inf"), m + tl.math.log2(total))  # (BLOCK_M,), log2 units
+    # an empty row gets m = inf: the backward pass's 2^(s - m) is then 0
+    row_max = tl.where(empty, float("inf"), m)  # (BLOCK_M,), log2 units
+    log_total = tl.where(empty, 0.0, tl.math.log2(total))  # (BLOCK_M,), log2 units
     out = rounded(out, Out.dtype.element_ty, WIDEN).to(Out.dtype.element_ty)  # (BLOCK_M, Ev)
     tl.store(
         Out + rows[:, None] * stride_om + dims_v[None, :] * stride_od,
         out,
         mask=in_rows[:, None] & (dims_v[None, :] < EV),
     )
-    tl.store(Lse + rows, lse2, mask=in_rows)
+    tl.store(RowMax + rows, row_max, mask=in_rows)
+    tl.store(LogTotal + rows, log_total, mask=in_rows)

@@ -8,8 +8,12 @@
 Tensors reach the kernels as they are: any strides (transposed layouts,
 slices, broadcast dimensions of stride 0), 16-bit inputs in their own dtype,
 grouped key/value heads by index. The only memory a forward call allocates
-is its output and the log-sum-exp (B, H, L) in float32; a backward call
-allocates the three gradients and δ (B, H, L).
+is its output and two float32 numbers per row, the row's maximum score and
+log2 of its total (``stats``, (2, B, H, L)), kept apart so that they do not
+cancel in the backward pass; a backward call allocates the three gradients
+and δ (B, H, L). An input broadcast along batch dimensions gets float32
+gradients per entry (float32 buffers the size of the broadcast), summed in
+float32 (float64 for float32 inputs) and rounded once to its dtype.
 
 Every launch is a `Launch` record built by one of the ``*_launch``
 functions from the tensors and a `Tile`: the launchers run them, and the
@@ -150,8 +154,8 @@ def _attention_launch(
     """A launch of the forward, dK/dV or dQ kernel, whose signatures share one layout.
 
     Each takes its tensors, then the four strides of every (B, H, length, width)
-    tensor among them in the same order (the float32 rows statistics, lse and
-    δ (B, H, L), are contiguous and take none), then ``scalars``. The
+    tensor among them in the same order (the float32 row statistics, m,
+    log2 total and δ (B, H, L), are contiguous and take none), then ``scalars``. The
     constexprs come from the first three tensors, query, key and value.
     """
     query, _, value = tensors[:3]
@@ -174,21 +178,22 @@ def forward_launch(
     key: torch.Tensor,
     value: torch.Tensor,
     out: torch.Tensor,
-    lse: torch.Tensor,
+    stats: torch.Tensor,
     is_causal: bool,
     scale: float,
     tile: Tile,
 ) -> Launch:
     """The forward kernel's launch on query (B, H, L, E), key (B, Hkv, S, E), value (B, Hkv, S, Ev).
 
-    out (B, H, L, Ev) and lse (B, H, L) (contiguous, float32) are written.
+    out (B, H, L, Ev) and stats (2, B, H, L) (contiguous, float32: each row's
+    maximum score and log2 of its total, in log2 units) are written.
     """
     batch, heads, length_q = query.shape[:3]
     heads_kv, length_k = key.shape[1], key.shape[2]
     return _attention_launch(
         attention_forward,
         (_cdiv(length_q, tile.block_m), heads, batch),
-        (query, key, value, out, lse),
+        (query, key, value, out, stats[0], stats[1]),
         (heads // heads_kv, length_q, length_k, scale * LOG2E),
         is_causal,
         tile,
@@ -212,7 +217,7 @@ def dkdv_launch(
     key: torch.Tensor,
     value: torch.Tensor,
     grad_out: torch.Tensor,
-    lse: torch.Tensor,
+    stats: torch.Tensor,
     delta: torch.Tensor,
     dkey: torch.Tensor,
     dvalue: torch.Tensor,
@@ -220,13 +225,14 @@ def dkdv_launch(
     scale: float,
     tile: Tile,
 ) -> Launch:
-    """The dK/dV kernel's launch: dkey (B, Hkv, S, E) and dvalue (B, Hkv, S, Ev) are written."""
+    """The dK/dV kernel's launch: dkey (B, Hkv, S, E) and dvalue (B, Hkv, S, Ev) are written,
+    in their own dtype (the inputs', or float32)."""
     batch, heads, length_q = query.shape[:3]
     heads_kv, length_k = key.shape[1], key.shape[2]
     return _attention_launch(
         attention_dkdv,
         (_cdiv(length_k, tile.block_n), heads_kv, batch),
-        (query, key, value, grad_out, lse, delta, dkey, dvalue),
+        (query, key, value, grad_out, stats[0], stats[1], delta, dkey, dvalue),
         (heads, heads // heads_kv, length_q, length_k, scale, scale * LOG2E),
         is_causal,
         tile,
@@ -238,20 +244,20 @@ def dq_launch(
     key: torch.Tensor,
     value: torch.Tensor,
     grad_out: torch.Tensor,
-    lse: torch.Tensor,
+    stats: torch.Tensor,
     delta: torch.Tensor,
     dquery: torch.Tensor,
     is_causal: bool,
     scale: float,
     tile: Tile,
 ) -> Launch:
-    """The dQ kernel's launch: dquery (B, H, L, E) is written."""
+    """The dQ kernel's launch: dquery (B, H, L, E) is written, in its own dtype."""
     batch, heads, length_q = query.shape[:3]
     heads_kv, length_k = key.shape[1], key.shape[2]
     return _attention_launch(
         attention_dq,
         (_cdiv(length_q, tile.block_m), heads, batch),
-        (query, key, value, grad_out, lse, delta, dquery),
+        (query, key, value, grad_out, stats[0], stats[1], delta, dquery),
         (heads // heads_kv, length_q, length_k, scale, scale * LOG2E),
         is_causal,
         tile,
@@ -267,27 +273,29 @@ def flash_forward(
     block_q: int | None = None,
     block_k: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The forward kernel alone: out (B, H, L, Ev) in the query's dtype, lse (B, H, L) float32.
+    """The forward kernel alone: out (B, H, L, Ev) in the query's dtype, stats (2, B, H, L).
 
     query (B, H, L, E), key (B, Hkv, S, E), value (B, Hkv, S, Ev), one dtype
     (float16, bfloat16 or float32), any strides, H a multiple of Hkv (query
-    head h reads key/value head h // (H // Hkv)). lse is each row's
-    log-sum-exp in log2 units, log2 of the sum of 2^(score·log2 e) (the
-    natural one times log2 e, what the backward kernels read), +inf where
-    there are no keys (S = 0, where the output is 0). No checks: `refusal`
+    head h reads key/value head h // (H // Hkv)). stats is float32, in log2
+    units (of 2^(score·log2 e)): stats[0] each row's largest score m,
+    stats[1] log2 of the row's sum of 2^(score - m); their sum is the
+    row's log-sum-exp (the natural one times log2 e). Where there are no
+    keys (S = 0, where the output is 0) m is +inf. No checks: `refusal`
     does them.
     """
     batch, heads, length_q, width = query.shape
     length_k, width_v = key.shape[2], value.shape[3]
     out = query.new_empty((batch, heads, length_q, width_v))  # (B, H, L, Ev)
-    if length_k == 0:  # no keys: zeros, and an infinite log-sum-exp
-        return out.zero_(), query.new_full((batch, heads, length_q), math.inf, dtype=torch.float32)
-    lse = query.new_empty((batch, heads, length_q), dtype=torch.float32)  # (B, H, L)
+    stats = query.new_empty((2, batch, heads, length_q), dtype=torch.float32)  # (2, B, H, L)
+    if length_k == 0:  # no keys: zeros, an infinite maximum and an empty total
+        stats[0], stats[1] = math.inf, 0.0
+        return out.zero_(), stats
     if out.numel() == 0:
-        return out, lse
+        return out, stats
     tile = tile_for("forward", query.dtype, width, width_v, is_causal, block_q, block_k)
-    forward_launch(query, key, value, out, lse, is_causal, scale, tile)()
-    return out, lse
+    forward_launch(query, key, value, out, stats, is_causal, scale, tile)()
+    return out, stats
 
 
 def flash_backward(
@@ -295,43 +303,109 @@ def flash_backward(
     key: torch.Tensor,
     value: torch.Tensor,
     out: torch.Tensor,
-    lse: torch.Tensor,
+    stats: torch.Tensor,
     grad_out: torch.Tensor,
     is_causal: bool,
     scale: float,
     block_q: int | None = None,
     block_k: int | None = None,
+    into: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Gradients (dquery, dkey, dvalue), each in its input's shape and dtype, contiguous.
+    """Gradients (dquery, dkey, dvalue), each in its input's shape.
 
-    Arguments as `flash_forward`, plus its out and lse and the output's
+    Arguments as `flash_forward`, plus its out and stats and the output's
     gradient grad_out (B, H, L, Ev), any strides. dkey and dvalue of a
-    grouped key/value head sum over its query heads inside the kernel.
+    grouped key/value head sum over its query heads inside the kernel, in
+    float32. The gradients are new contiguous tensors in the inputs'
+    dtype, or written ``into`` three given tensors of the inputs' shapes,
+    any strides, in the inputs' dtype or float32 (kept unrounded for a sum
+    the caller takes).
     """
     batch, heads, length_q, width = query.shape
     length_k, width_v = key.shape[2], value.shape[3]
-    dquery = torch.empty(query.shape, dtype=query.dtype, device=query.device)  # (B, H, L, E)
-    dkey = torch.empty(key.shape, dtype=key.dtype, device=key.device)  # (B, Hkv, S, E)
-    dvalue = torch.empty(value.shape, dtype=value.dtype, device=value.device)  # (B, Hkv, S, Ev)
+    if into is None:
+        into = tuple(
+            torch.empty(x.shape, dtype=x.dtype, device=x.device) for x in (query, key, value)
+        )
+    dquery, dkey, dvalue = into  # (B, H, L, E), (B, Hkv, S, E), (B, Hkv, S, Ev)
     if length_k == 0 or length_q == 0 or batch * heads == 0:
         return dquery.zero_(), dkey.zero_(), dvalue.zero_()
-    delta = lse.new_empty(lse.shape)  # (B, H, L) float32
+    delta = stats.new_empty(stats.shape[1:])  # (B, H, L) float32
     delta_launch(out, grad_out, delta)()
     kw = (query.dtype, width, width_v, is_causal, block_q, block_k)
     dkdv_tile, dq_tile = tile_for("dkdv", *kw), tile_for("dq", *kw)
     dkdv_launch(
-        query, key, value, grad_out, lse, delta, dkey, dvalue, is_causal, scale, dkdv_tile
+        query, key, value, grad_out, stats, delta, dkey, dvalue, is_causal, scale, dkdv_tile
     )()
-    dq_launch(query, key, value, grad_out, lse, delta, dquery, is_causal, scale, dq_tile)()
+    dq_launch(query, key, value, grad_out, stats, delta, dquery, is_causal, scale, dq_tile)()
     return dquery, dkey, dvalue
 
 
-class TritonAttention(torch.autograd.Function):
-    """The Triton forward and backward kernels, on (B, H, L, E) tensors.
+@dataclass(frozen=True)
+class _Layout:
+    """How a call's tensors become (B, h, length, width) launches.
 
-    ``apply(query, key, value, is_causal, scale, block_q, block_k)`` with the
-    arguments of `flash_forward`; returns out (B, H, L, Ev). Saves the
-    inputs (no copies), the output and the log-sum-exp; not twice
+    ``outer`` are the batch dimensions before the heads, ``heads`` the query
+    heads and ``heads_kv`` the heads key and value are read as.
+    """
+
+    outer: tuple[int, ...]
+    heads: int
+    heads_kv: int
+
+    def views(self, query: Any, key: Any, value: Any) -> tuple[Any, Any, Any]:
+        """query (*outer, H, L, E), key (*outer, Hkv, S, E), value (*outer, Hkv, S, Ev): views."""
+        return (
+            _as_heads(query, self.outer, self.heads),
+            _as_heads(key, self.outer, self.heads_kv),
+            _as_heads(value, self.outer, self.heads_kv),
+        )
+
+    def launches(self, *views: Any) -> list[tuple[Any, tuple[Any, ...]]]:
+        """(index, (B, h, length, width) views) per launch: one launch when the leading
+        dimensions merge into one B as a view, else one per entry of all but the last
+        (index None for the one launch, else the entry's index tuple)."""
+        try:  # merging the leading dimensions is a view for most strides
+            if prod(self.outer) > MAX_GRID_YZ:
+                raise RuntimeError("more batch entries than one launch takes")
+            return [(None, tuple(x.view(prod(self.outer), *x.shape[-3:]) for x in views))]
+        except RuntimeError:  # they broadcast apart
+            firsts = [range(n) for n in self.outer[:-1]]
+            return [(i, tuple(x[i] for x in views)) for i in _product(firsts)]
+
+
+def _reads_twice(view: torch.Tensor) -> bool:
+    """Whether a view reads some element for more than one index (stride 0, size > 1)."""
+    return any(st == 0 and n > 1 for n, st in zip(view.shape, view.stride(), strict=True))
+
+
+def _summed(grad: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A float32 gradient of a broadcast view summed to ``like``'s shape and rounded once to
+    its dtype: summed in float32 for 16-bit inputs, in float64 for float32 ones."""
+    wide = grad.double() if like.dtype == torch.float32 else grad
+    return wide.sum_to_size(like.shape).to(like.dtype)
+
+
+def _forward_all(layout: _Layout, inputs: tuple[Any, ...], config: tuple) -> tuple[Any, list]:
+    """The forward kernel on every launch: out (*outer, H, L, Ev) and each launch's (out, stats)."""
+    runs = []
+    for _, (q, k, v) in layout.launches(*layout.views(*inputs)):
+        runs.append(flash_forward(q, k, v, *config))  # (B, H, L, Ev), (2, B, H, L)
+    outs = [o for o, _ in runs]
+    out = outs[0] if len(outs) == 1 else torch.stack(outs)
+    return out.view(*layout.outer, *out.shape[-3:]), runs  # (*outer, H, L, Ev)
+
+
+class TritonAttention(torch.autograd.Function):
+    """The Triton forward and backward kernels on the caller's tensors.
+
+    ``apply(query, key, value, layout, is_causal, scale, block_q, block_k)``:
+    query (..., L, E), key (..., S, E), value (..., S, Ev) as given, read
+    through `_Layout` views; returns out (*outer, H, L, Ev). Saves the
+    inputs (no copies), the outputs and row statistics of each launch. The
+    gradient of an input each launch reads unbroadcast is the kernels'
+    own, in its dtype; one read through a broadcast (stride 0) gets float32
+    gradients per entry, summed (`_summed`) and rounded once. Not twice
     differentiable.
     """
 
@@ -341,22 +415,44 @@ class TritonAttention(torch.autograd.Function):
         query: torch.Tensor,
         key: torch.Tensor,
         value: torch.Tensor,
+        layout: _Layout,
         is_causal: bool,
         scale: float,
         block_q: int | None,
         block_k: int | None,
     ) -> torch.Tensor:
-        out, lse = flash_forward(query, key, value, is_causal, scale, block_q, block_k)
-        ctx.save_for_backward(query, key, value, out, lse)
-        ctx.config = (is_causal, scale, block_q, block_k)
+        config = (is_causal, scale, block_q, block_k)
+        out, runs = _forward_all(layout, (query, key, value), config)
+        ctx.save_for_backward(query, key, value, *(t for run in runs for t in run))
+        ctx.layout, ctx.config = layout, config
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
-        query, key, value, out, lse = ctx.saved_tensors
-        grads = flash_backward(query, key, value, out, lse, grad_out, *ctx.config)
-        return (*grads, None, None, None, None)
+        query, key, value, *saved = ctx.saved_tensors
+        inputs = (query, key, value)
+        layout = ctx.layout
+        views = layout.views(*inputs)  # (*outer, h, length, width)
+        wide = [_reads_twice(x) for x in views]
+        grads = [
+            torch.empty(x.shape, dtype=torch.float32 if w else x.dtype, device=x.device)
+            for x, w in zip(views, wide, strict=True)
+        ]  # (*outer, h, length, width)
+        flat = grad_out.reshape(prod(layout.outer), *grad_out.shape[-3:])  # (B, H, L, Ev)
+        for n, (index, qkv) in enumerate(layout.launches(*views)):
+            out, stats = saved[2 * n], saved[2 * n + 1]
+            if index is None:  # one launch: the kernels write the whole gradients
+                upstream = flat
+                into = tuple(g.view(x.shape) for g, x in zip(grads, qkv, strict=True))
+            else:  # this entry's part of them (contiguous)
+                upstream, into = grad_out[index], tuple(g[index] for g in grads)
+            flash_backward(*qkv, out, stats, upstream, *ctx.config, into=into)
+        results = [
+            _summed(g, x) if w else g.view(x.shape)
+            for g, x, w in zip(grads, inputs, wide, strict=True)
+        ]
+        return (*results, None, None, None, None, None)
 
 
 def _is_tile(size: int | None) -> bool:
@@ -448,40 +544,26 @@ def triton_attention(spec: Any, block_q: int | None, block_k: int | None) -> tor
     as (B, H, length, width) views, H the last batch dimension and B the
     ones before it. A dimension an input broadcasts along is an ``expand``
     view (stride 0); key and value heads shared by a group of query heads
-    (grouped-query attention, or one head broadcast to all) are read by
-    index and their gradients summed inside the kernels. When the leading
-    dimensions cannot merge into one B as a view (broadcast in one and not
-    another), the kernels run once per entry of all but the last, and the
-    outputs are stacked: one copy, the output's size. No input is copied.
+    (grouped-query attention) are read by index and their gradients summed
+    inside the kernels. When the leading dimensions cannot merge into one B
+    as a view (broadcast in one and not another), the kernels run once per
+    entry of all but the last, and the outputs are stacked: one copy, the
+    output's size. No input is copied. The gradient of a broadcast input is
+    summed in float32 (float64 for float32 inputs) and rounded once.
     Without autograd (no input requires grad, or grad mode is off) the
     forward kernel runs alone.
     """
     batch = tuple(spec.batch)
     heads = batch[-1] if batch else 1
-    outer = batch[:-1]
     _, _, heads_kv = _kv_heads(spec, heads)  # type: ignore[misc]
-    views = (
-        _as_heads(spec.query, outer, heads),  # (*outer, H, L, E)
-        _as_heads(spec.key, outer, heads_kv),  # (*outer, Hkv, S, E)
-        _as_heads(spec.value, outer, heads_kv),  # (*outer, Hkv, S, Ev)
-    )
+    layout = _Layout(batch[:-1], heads, heads_kv)
+    inputs = (spec.query, spec.key, spec.value)
     config = (spec.is_causal, spec.scale, block_q, block_k)
-    grad = torch.is_grad_enabled() and any(x.requires_grad for x in views)
-
-    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        if grad:
-            return TritonAttention.apply(q, k, v, *config)  # (B, H, L, Ev)
-        return flash_forward(q, k, v, *config)[0]  # (B, H, L, Ev)
-
-    try:  # (B, h, length, width): merging the leading dimensions is a view for most strides
-        if prod(outer) > MAX_GRID_YZ:
-            raise RuntimeError("more batch entries than one launch takes")
-        q4, k4, v4 = (x.view(prod(outer), *x.shape[-3:]) for x in views)
-    except RuntimeError:  # they broadcast apart: one launch per entry of all but the last
-        firsts = [range(n) for n in outer[:-1]]
-        outs = [attend(*(x[i] for x in views)) for i in _product(firsts)]
-        return torch.stack(outs).view(*batch, spec.length_q, spec.width_v)  # (..., L, Ev)
-    return attend(q4, k4, v4).view(*batch, spec.length_q, spec.width_v)  # (..., L, Ev)
+    if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
+        out = TritonAttention.apply(*inputs, layout, *config)  # (*outer, H, L, Ev)
+    else:
+        out = _forward_all(layout, inputs, config)[0]  # (*outer, H, L, Ev)
+    return out.view(*batch, spec.length_q, spec.width_v)  # (..., L, Ev)
 
 
 def _product(ranges: list[range]) -> list[tuple[int, ...]]:

@@ -1,0 +1,222 @@
+"""Non-finite inputs and hidden keys: the rule every path follows, and its exact route.
+
+The rule (the reference path, the tiled paths and the Triton kernels alike):
+
+(a) A hidden key is never read. Where a query does not see a key (a
+    boolean mask False, a float mask -inf, ``is_causal``), that key's score
+    and value have no effect on the query's output, nor on any gradient
+    through that query's row, whatever they hold (NaN, ±inf). Only -inf
+    hides a key: a large finite bias such as -1e9 or ``finfo.min`` is an
+    ordinary score, seen, with a weight that may underflow to 0.
+(b) A query that sees no key (every key hidden, or S = 0) outputs zeros
+    and passes zero gradient to query, key, value and mask, whatever the
+    query holds.
+(c) A non-finite query, key, value or mask entry at a seen position makes
+    the output entries it reaches non-finite (NaN or ±inf).
+
+Where PyTorch differs (torch 2.13, ``F.scaled_dot_product_attention`` on
+the CPU): it computes 0 × NaN in the weighted sum and NaN + -inf for a
+masked score, so a NaN or inf value at a causally or boolean-masked
+position makes the rows that hide it NaN, a NaN key hidden by a boolean
+mask makes every row NaN, a NaN query in a row with every key masked gives
+NaN instead of zeros, and so does a NaN query with S = 0; its gradients
+spread the same NaNs.
+
+Plain arithmetic breaks (a) and (b) only through non-finite numbers (0 ×
+NaN, NaN + -inf, inf - inf), so the paths take it whenever no score and no
+value can be non-finite: `plain_is_exact` checks that with three
+max-reductions over query, key and value, O((L + S)·E) next to the
+O(L·S·E) of the attention itself. Otherwise, and only where some key is
+hidden, the reference path takes the exact route here: `exact_forward`
+(numpy and torch), and for torch tensors the autograd Function
+`exact_attention` whose backward pass takes no product with a hidden
+entry (`visible_matmul`). Its gradients are once differentiable; sums over
+broadcast batch dimensions are accumulated in float64 for float32 inputs,
+rounded once.
+
+Importing this module imports nothing heavy; torch loads when a tensor arrives.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+from .backend import nan_is_expected, prod
+from .dropout import apply_dropout
+from .masks import apply_mask
+from .normalisers import softmax
+
+__all__ = [
+    "exact_attention",
+    "exact_forward",
+    "plain_is_exact",
+    "sum_to",
+    "visible_matmul",
+]
+
+
+def _peak(xp: Any, x: Any) -> float:
+    """max |x| as a Python float: NaN if x holds a NaN, inf if it holds an inf."""
+    if hasattr(x, "detach"):  # a torch tensor: no graph for a check
+        x = x.detach()
+    return float(xp.max(xp.abs(x)))
+
+
+def plain_is_exact(xp: Any, query: Any, key: Any, value: Any, scale: float) -> bool:
+    """Whether plain arithmetic follows the rule: every score and value finite.
+
+    query (..., L, E), key (..., S, E), value (..., S, Ev) or None, in one
+    floating dtype. A score is a sum of E products, each at most
+    max|query|·max|key|·|scale|; below half the dtype's largest number no
+    partial sum can overflow, so finite inputs give finite scores. False
+    for any NaN or inf in query, key or value, for a NaN or infinite
+    ``scale``, and for inputs large enough to overflow. Synchronises with
+    the device once (three reductions).
+    """
+    if prod(tuple(query.shape)) and prod(tuple(key.shape)):
+        largest = float(xp.finfo(query.dtype).max)
+        bound = _peak(xp, query) * _peak(xp, key) * query.shape[-1] * abs(scale)
+        if not bound < largest / 2:  # NaN compares False too
+            return False
+    return value is None or not prod(tuple(value.shape)) or _peak(xp, value) < math.inf
+
+
+def visible_matmul(xp: Any, a: Any, b: Any, seen: Any) -> Any:
+    """``a @ b`` taking the product a[.., i, j] · b[.., j, :] only where ``seen[.., i, j]``.
+
+    a (..., M, N) is 0 wherever ``seen`` (..., M, N) is False; b (..., N, K)
+    may hold NaN or ±inf there, which plain ``a @ b`` would turn into NaN
+    (0 × NaN). An output entry that reaches a non-finite entry of b through
+    a seen position is NaN. Returns (..., M, K), batch dimensions
+    broadcast. One product more than ``a @ b`` (a count) when b has a
+    non-finite entry, none otherwise.
+    """
+    bad = ~xp.isfinite(b)  # (..., N, K)
+    if not bool(xp.any(bad)):
+        return xp.matmul(a, b)  # (..., M, K)
+    out = xp.matmul(a, xp.where(bad, 0.0, b))  # (..., M, K)
+    hits = xp.matmul(xp.astype(seen, a.dtype), xp.astype(bad, a.dtype))  # (..., M, K), a count
+    return xp.where(hits > 0, xp.nan, out)  # (..., M, K)
+
+
+@nan_is_expected
+def exact_forward(
+    xp: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    mask: Any,
+    seen: Any,
+    scale: float,
+    keep: Any,
+    p: float,
+) -> tuple[Any, Any, Any]:
+    """Attention under the rule for any inputs: (weights, dropped weights, output).
+
+    query (*Bq, L, E), key (*Bk, S, E), value (*Bv, S, Ev) or None (the
+    output is then None), in the accumulation dtype; ``mask`` None or a
+    float mask added to the scores, (..., L, S) broadcastable; ``seen``
+    boolean (..., L, S) from `attention_lib.masks.visible_keys`; ``keep``
+    the dropout draw (or None) and ``p`` its probability. Weights are
+    exactly 0 where a key is hidden, also in a row holding NaN; a row that
+    sees no key is all 0.
+    """
+    scores = xp.matmul(query * scale, xp.matrix_transpose(key))  # (..., L, S), any value
+    scores = apply_mask(xp, scores, mask)  # (..., L, S)
+    scores = xp.where(seen, scores, -xp.inf)  # (..., L, S), hidden keys out, NaN or not
+    weights = xp.where(seen, softmax(scores, axis=-1), 0.0)  # (..., L, S)
+    dropped = apply_dropout(xp, weights, keep, p)  # (..., L, S)
+    out = None if value is None else visible_matmul(xp, dropped, value, seen)  # (..., L, Ev)
+    return weights, dropped, out
+
+
+def sum_to(x: Any, shape: tuple[int, ...]) -> Any:
+    """Torch ``x`` summed over the dimensions it was broadcast along, to ``shape``.
+
+    A gradient of a broadcast input: float32 is summed in float64 and
+    rounded once (16-bit inputs reach here upcast to float32). Differentiable.
+    """
+    import torch
+
+    if tuple(x.shape) == tuple(shape):
+        return x
+    wide = x.to(torch.float64) if x.dtype == torch.float32 else x
+    return wide.sum_to_size(shape).to(x.dtype)
+
+
+@functools.cache
+def _exact_function() -> Any:
+    """The exact route as a `torch.autograd.Function` (built on first use: no torch import)."""
+    import torch
+    from torch.autograd.function import once_differentiable
+
+    from .backend import namespace
+
+    class ExactAttention(torch.autograd.Function):
+        @staticmethod
+        def forward(  # type: ignore[override]
+            ctx: Any,
+            query: Any,
+            key: Any,
+            value: Any,
+            mask: Any,
+            seen: Any,
+            keep: Any,
+            scale: float,
+            p: float,
+        ) -> Any:
+            xp = namespace(query)
+            weights, dropped, out = exact_forward(xp, query, key, value, mask, seen, scale, keep, p)
+            ctx.save_for_backward(query, key, value, mask, seen, keep, weights)
+            ctx.config = (scale, p)
+            return dropped if value is None else out
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx: Any, grad: Any) -> tuple[Any, ...]:  # type: ignore[override]
+            query, key, value, mask, seen, keep, weights = ctx.saved_tensors
+            scale, p = ctx.config
+            xp = namespace(grad)
+            seen_t = xp.matrix_transpose(seen)  # (..., S, L)
+            dvalue = None
+            if value is None:  # the weights were the output
+                d_dropped = xp.where(seen, grad, 0.0)  # (..., L, S)
+            else:
+                d_dropped = xp.where(seen, grad @ xp.matrix_transpose(value), 0.0)  # (..., L, S)
+                dropped = apply_dropout(xp, weights, keep, p)  # (..., L, S)
+                dvalue = visible_matmul(xp, xp.matrix_transpose(dropped), grad, seen_t)
+                dvalue = sum_to(dvalue, value.shape)  # (*Bv, S, Ev)
+            dweights = apply_dropout(xp, d_dropped, keep, p)  # (..., L, S)
+            row = xp.sum(weights * dweights, axis=-1, keepdims=True)  # (..., L, 1)
+            dscores = xp.where(seen, weights * (dweights - row), 0.0)  # (..., L, S)
+            dquery = visible_matmul(xp, dscores, key, seen) * scale  # (..., L, E)
+            dkey = visible_matmul(xp, xp.matrix_transpose(dscores), query * scale, seen_t)
+            dmask = None if mask is None else sum_to(dscores, mask.shape)
+            return (
+                sum_to(dquery, query.shape),
+                sum_to(dkey, key.shape),
+                dvalue,
+                dmask,
+                *(None,) * 4,
+            )
+
+    return ExactAttention
+
+
+def exact_attention(xp: Any, *inputs: Any) -> Any:
+    """`exact_forward`'s output (or its dropped weights when ``value`` is None), differentiable.
+
+    ``inputs`` are `exact_forward`'s after ``xp``: query, key, value, mask,
+    seen, scale, keep, p; ``mask`` is a float mask (its gradient is
+    returned) or None. For torch tensors the gradients come from a backward
+    pass under the same rule; numpy arrays get the forward pass alone.
+    """
+    from .backend import is_torch_array
+
+    query, key, value, mask, seen, scale, keep, p = inputs
+    if is_torch_array(query):
+        return _exact_function().apply(query, key, value, mask, seen, keep, scale, p)
+    _, dropped, out = exact_forward(xp, *inputs)
+    return dropped if value is None else out
