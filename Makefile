@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-soak lint format notebooks bench clean bench-latency gpu-check gpu-wheels model
+.PHONY: lab reset test test-soak lint format notebooks bench clean bench-latency gpu-check gpu-wheels model
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,10 +13,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -e '.[dev,triton]'
 	touch $(STAMP)
 
-# JupyterLab on the notebooks, on localhost only, with token authentication kept
-# (scripts/lab is the one place the command lives; the tests start it too).
+# JupyterLab on the learner's own copies of the notebooks (my-notebooks/, made on first
+# start; course updates offered beside them), on localhost only, with token authentication
+# kept (scripts/lab is the one place the command lives; the tests start it too).
 lab: $(STAMP)
 	JUPYTER=$(BIN)/jupyter scripts/lab
+
+# The course's version of one notebook back in my-notebooks/ (yours is moved to
+# my-notebooks/old-copies/, nothing is deleted): make reset NB=01
+reset: $(STAMP)
+	@test -n "$(NB)" || { echo "usage: make reset NB=01 (a notebook's number or name)" >&2; exit 2; }
+	$(BIN)/python scripts/my_notebooks.py reset "$(NB)"
 
 # Slider latency in a real browser and in the kernel (p50/p95 per slider); writes
 # benchmarks/results/latency-<machine>.json. Needs Debian's chromium.
