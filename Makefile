@@ -26,7 +26,8 @@ reset: $(STAMP)
 	$(BIN)/python scripts/my_notebooks.py reset "$(NB)"
 
 # Slider latency in a real browser and in the kernel (p50/p95 per slider); writes
-# benchmarks/results/latency-<machine>.json. Needs Debian's chromium.
+# benchmarks/results/latency-<machine>.json with the CPU model and the machine's load.
+# Needs Debian's chromium. Exit status 3: measured, but the machine was busy (it says why).
 bench-latency: $(STAMP)
 	$(BIN)/python benchmarks/latency.py
 
