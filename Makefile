@@ -42,7 +42,9 @@ PYTEST_ARGS ?= -n 2 --dist loadfile -m "not soak"
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# Repeated whole-notebook runs in a real browser (minutes); CI runs them after `make test`.
+# Repeated whole-notebook runs in a real browser, every notebook with an explorer, with a
+# second learner's lab loading the machine (tests/browser/test_no_blank_explorer.py: about
+# 15 minutes on a shared 2-core machine); CI runs them after `make test`.
 test-soak: $(STAMP)
 	$(BIN)/python -m pytest -m soak tests/browser
 

@@ -125,9 +125,12 @@ def _get(url: str) -> tuple[int, str, str]:
 
 
 @contextlib.contextmanager
-def make_lab(checkout: Path, home: Path, uid: int | None) -> Iterator[tuple[int, str, str]]:
+def make_lab(
+    checkout: Path, home: Path, uid: int | None
+) -> Iterator[tuple[int, str, str, psutil.Process]]:
     """``make lab`` in ``checkout`` (as ``uid`` through setpriv; None: as this process);
-    yields (port, token, output so far) once the link is printed, and stops it after."""
+    yields (port, token, output so far, the JupyterLab process) once the link is
+    printed, and stops it after."""
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8", "BROWSER": "true"}
     command = ["make", "lab"]
     if uid is not None:
@@ -149,7 +152,12 @@ def make_lab(checkout: Path, home: Path, uid: int | None) -> Iterator[tuple[int,
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"`make lab` printed no link:\n{log_path.read_text()[-3000:]}")
             time.sleep(0.5)
-        yield int(found.group(1)), found.group(2), log_path.read_text(errors="replace")
+        server = next(  # make's, not another test's server under the same worker
+            p
+            for p in psutil.Process(proc.pid).children(recursive=True)
+            if "jupyter-lab" in " ".join(p.cmdline())
+        )
+        yield int(found.group(1)), found.group(2), log_path.read_text(errors="replace"), server
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -203,7 +211,7 @@ def test_make_lab_serves_the_learner_with_its_token(as_uid, expected_uid, cannot
         if as_uid is not None:
             for path in (checkout, home):
                 subprocess.run(["chown", "-R", "-h", f"{as_uid}:{as_uid}", str(path)], check=True)
-        with make_lab(checkout, home, as_uid) as (port, token, output):
+        with make_lab(checkout, home, as_uid) as (port, token, output, server):
             url = f"http://127.0.0.1:{port}"
             status, _, page = _get(f"{url}/lab?token={token}")
             assert status == 200 and "<title>JupyterLab</title>" in page, (status, page[:300])
@@ -214,11 +222,6 @@ def test_make_lab_serves_the_learner_with_its_token(as_uid, expected_uid, cannot
             assert _get(f"{url}/api/contents")[0] == 403
             assert _get(f"{url}/api/contents?token={token}")[0] == 200
 
-            server = next(
-                p
-                for p in psutil.Process(os.getpid()).children(recursive=True)
-                if "jupyter-lab" in " ".join(p.cmdline())
-            )
             assert server.uids().real == expected_uid
             addresses = {
                 c.laddr.ip for c in server.net_connections("tcp") if c.status == psutil.CONN_LISTEN
