@@ -147,6 +147,23 @@ class LabServer:
             self.proc.wait(5)
 
 
+def spawn_logged(
+    args: Sequence[str], cwd: Path, env: Mapping[str, str], log_path: Path
+) -> subprocess.Popen:
+    """Start ``args`` with its output in ``log_path``, in a process group of its own (so that
+    stopping it can end everything it started: a server's kernels, make's children)."""
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(
+            list(args),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 def start_lab(
     workdir: Path,
     *,
@@ -188,16 +205,7 @@ def start_lab(
     ]
     args += list(extra_args)
     log_path = workdir / f"lab-{port}.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            args,
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so stop() can end its kernels too
-        )
+    proc = spawn_logged(args, REPO, env, log_path)
     server = LabServer(proc, port, token or "", log_path)
     deadline = time.monotonic() + timeout
     try:

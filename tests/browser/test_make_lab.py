@@ -136,16 +136,7 @@ def make_lab(
     if uid is not None:
         command = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *command]
     log_path = home / "make-lab.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            command,
-            cwd=checkout,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    proc = labdriver.spawn_logged(command, checkout, env, log_path)
     try:
         deadline = time.monotonic() + 180
         while not (found := _LINK.search(log_path.read_text(errors="replace"))):
