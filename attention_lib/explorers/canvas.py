@@ -24,8 +24,13 @@ things about ipympl 0.10 shape this module:
   The page's image fails to decode it and is left "broken"; the resize message
   the kernel sends next makes the page draw that image, which throws, before
   the page asks for a fresh frame, so the canvas stays sized and blank for
-  good (found with the browser tests' frame trace after about one Run All of
-  notebook 01 in fifteen on a loaded machine). `ExplorerCanvas` sends the PNG.
+  good (found with the browser tests' frame trace: about one Run All of
+  notebook 01 in fifty). A frame goes out that early when the page's request
+  for it overtakes its "initialized" message, which JupyterLab 4.6 allows by
+  default: it sends widget messages to a kernel subshell, handled on a thread
+  of its own, while the first ones wait behind the cells on the main shell.
+  The course's JupyterLab settings keep them on the main shell, in order
+  (jupyter/labconfig); `ExplorerCanvas` sends the PNG whatever the lab.
 - **A saved notebook has no kernel.** Reopened without one, the page rebuilds
   the widgets from the state saved in the notebook (JupyterLab's "save widget
   state" setting), without a connection: their views carry the class
