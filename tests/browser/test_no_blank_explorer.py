@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -59,16 +60,13 @@ EXPLORERS = {
 
 
 @pytest.fixture(scope="module")
-def busy_machine(lab_server):
-    """A second learner (benchmarks/busy_lab.py) running the heaviest notebooks meanwhile."""
-    process = subprocess.Popen(
-        [sys.executable, str(BUSY_LAB), "--minutes", "60"],
-        cwd=labdriver.REPO,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+def busy_machine(tmp_path_factory: pytest.TempPathFactory):
+    """A second learner (benchmarks/busy_lab.py) running the heaviest notebooks meanwhile;
+    ``process.log`` is its output."""
+    log = tmp_path_factory.mktemp("busy-lab") / "busy_lab.log"
+    command = [sys.executable, str(BUSY_LAB), "--minutes", "60"]
+    process = labdriver.spawn_logged(command, labdriver.REPO, os.environ, log)
+    process.log = log
     try:
         yield process
     finally:
@@ -77,6 +75,7 @@ def busy_machine(lab_server):
 
 def stop_process_tree(process: subprocess.Popen, timeout: float = 60.0) -> None:
     """SIGTERM (busy_lab stops its lab and browser), then kill whatever of its tree is left."""
+    tree: list[psutil.Process] = []
     with contextlib.suppress(psutil.NoSuchProcess):
         tree = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
     if process.poll() is None:
@@ -147,5 +146,7 @@ def test_every_explorer_is_drawn_after_each_run(name, lab_server, chromium, busy
                 )
     finally:
         page.close()
-    assert busy_machine.poll() is None, "the busy lab stopped before the soak ended"
+    assert busy_machine.poll() is None, (
+        f"the busy lab stopped before the soak ended:\n{busy_machine.log.read_text()[-3000:]}"
+    )
     assert not failures, f"{name}, {runs} runs (traces in {tmp_path}):\n" + "\n".join(failures)
