@@ -26,16 +26,21 @@ time in its name) and copies the course's current version in its place:
 nothing is deleted.
 
 Which course version each copy came from is kept in
-``my-notebooks/.course-versions.json`` (SHA-256 of the committed file).
-Standard library only: ``scripts/lab`` runs it with the environment's Python.
+``my-notebooks/.course-versions.json`` (SHA-256 of the course's file; of the
+version git last committed when the learner's working file differs from it,
+so work done in ``notebooks/`` before this existed is kept as theirs).
+Standard library (and git, where there is one) only: ``scripts/lab`` runs it with the
+environment's Python.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -89,7 +94,7 @@ class Copies:
             entry = versions.setdefault(name, {"base": version, "offered": []})
             if not mine.exists():
                 shutil.copyfile(source, mine)
-                entry.update(base=version, offered=[])
+                entry.update(base=self.committed_digest(source) or version, offered=[])
                 copied.append(name)
             elif entry["base"] == version:
                 continue
@@ -113,6 +118,24 @@ class Copies:
             lead = "your own copies of the notebooks are" if first else "copied"
             said.insert(0, f"{lead} in {self.mine.name}/: {', '.join(copied)}")
         return said
+
+    def committed_digest(self, source: Path) -> str | None:
+        """SHA-256 of ``source`` as git last committed it (None outside a git checkout).
+
+        A learner who worked in ``notebooks/`` before ``my-notebooks/`` existed
+        has their work copied over; recorded against the committed version, that
+        copy counts as changed by them, so a course update is offered beside it
+        and never written over it.
+        """
+        with contextlib.suppress(OSError):
+            shown = subprocess.run(
+                ["git", "-C", str(source.parent), "show", f"HEAD:./{source.name}"],
+                capture_output=True,
+                timeout=30,
+            )
+            if shown.returncode == 0:
+                return hashlib.sha256(shown.stdout).hexdigest()
+        return None
 
     def resolve(self, name: str) -> Path:
         """The course notebook ``name`` names: its file name, its stem, or its number ("01")."""

@@ -199,3 +199,36 @@ def test_ruff_does_not_lint_the_learners_copies(repo_with_a_learners_copy):
             timeout=120,
         )
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_work_done_in_the_course_folder_before_is_kept_as_the_learners(tmp_path):
+    """A learner who edited notebooks/ itself (before my-notebooks/ existed) gets that work
+    as their copy, and the course update after `git checkout` and `git pull` is offered
+    beside it, not written over it."""
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+    repo = tmp_path / "repo"
+    course = repo / "notebooks"
+    course.mkdir(parents=True)
+    git("init", "-q")
+    git("config", "user.email", "t@example.org")
+    git("config", "user.name", "t")
+    (course / "01_room.ipynb").write_text(notebook("x = 1"))
+    git("add", ".")
+    git("commit", "-q", "-m", "course")
+    learner = notebook("x = 1\nmy_answer = 42")
+    (course / "01_room.ipynb").write_text(learner)  # saved over the committed notebook
+    copies = my_notebooks.Copies(course=course, mine=repo / "my-notebooks")
+    copies.sync()
+    assert (copies.mine / "01_room.ipynb").read_text() == learner
+    git("checkout", "--", "notebooks")  # now safe: the work is in my-notebooks/
+    update = notebook("x = 2")
+    (course / "01_room.ipynb").write_text(update)
+    git("commit", "-qam", "course update")  # as a git pull would bring it
+    said = copies.sync()
+    assert (copies.mine / "01_room.ipynb").read_text() == learner
+    assert len(said) == 1 and "the course has a new version" in said[0]
+    (offer,) = copies.mine.glob("01_room.course-*.ipynb")
+    assert offer.read_text() == update
