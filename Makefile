@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab test test-soak lint format notebooks bench clean bench-latency gpu-check gpu-wheels model
+.PHONY: lab reset test test-soak lint format notebooks bench clean bench-latency gpu-check gpu-wheels model
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -13,13 +13,21 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -e '.[dev,triton]'
 	touch $(STAMP)
 
-# JupyterLab on the notebooks, on localhost only, with token authentication kept
-# (scripts/lab is the one place the command lives; the tests start it too).
+# JupyterLab on the learner's own copies of the notebooks (my-notebooks/, made on first
+# start; course updates offered beside them), on localhost only, with token authentication
+# kept (scripts/lab is the one place the command lives; the tests start it too).
 lab: $(STAMP)
 	JUPYTER=$(BIN)/jupyter scripts/lab
 
+# The course's version of one notebook back in my-notebooks/ (yours is moved to
+# my-notebooks/old-copies/, nothing is deleted): make reset NB=01
+reset: $(STAMP)
+	@test -n "$(NB)" || { echo "usage: make reset NB=01 (a notebook's number or name)" >&2; exit 2; }
+	$(BIN)/python scripts/my_notebooks.py reset "$(NB)"
+
 # Slider latency in a real browser and in the kernel (p50/p95 per slider); writes
-# benchmarks/results/latency-<machine>.json. Needs Debian's chromium.
+# benchmarks/results/latency-<machine>.json with the CPU model and the machine's load.
+# Needs Debian's chromium. Exit status 3: measured, but the machine was busy (it says why).
 bench-latency: $(STAMP)
 	$(BIN)/python benchmarks/latency.py
 
@@ -34,7 +42,9 @@ PYTEST_ARGS ?= -n 2 --dist loadfile -m "not soak"
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# Repeated whole-notebook runs in a real browser (minutes); CI runs them after `make test`.
+# Repeated whole-notebook runs in a real browser, every notebook with an explorer, with a
+# second learner's lab loading the machine (tests/browser/test_no_blank_explorer.py: about
+# 15 minutes on a shared 2-core machine); CI runs them after `make test`.
 test-soak: $(STAMP)
 	$(BIN)/python -m pytest -m soak tests/browser
 

@@ -10,11 +10,16 @@ and 06), over and over, printing one line per run. Run the browser tests
 beside it to check that their waits hold on a loaded machine:
 
     .venv/bin/python benchmarks/busy_lab.py & make test; kill %1
+
+SIGTERM (``kill``) stops it cleanly: its JupyterLab, kernels and Chromium go with
+it. The soak test (tests/browser/test_no_blank_explorer.py) starts and stops it
+this way.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import tempfile
 import time
@@ -37,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", default=DEFAULT)
     parser.add_argument("--minutes", type=float, default=60.0, help="stop after this long")
     args = parser.parse_args(argv)
+    # a SystemExit unwinds the `with` below, which stops the server and closes the browser
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     stop = time.monotonic() + 60 * args.minutes
     with (
         tempfile.TemporaryDirectory() as scratch,

@@ -197,13 +197,18 @@ def check_online(e: OnlineSoftmaxExplorer) -> None:
 
 def check_tiling(e: TilingExplorer) -> None:
     readout = e.readout.get_text()
-    done = sum(p.get_facecolor()[:3] != (1.0, 1.0, 1.0) for p in e.row_cells)
+    done = sum(tuple(c[:3]) != (1.0, 1.0, 1.0) for c in e.row_cells.get_facecolor())
     assert f"{done} of {e.shape[0]} output rows done" in readout, readout
     tile, stats, full = (b.get_width() for b in e.memory_bars)
     assert f"held: {tile:g} score" in readout and f"vs {full:g} for the full" in readout
     assert f"+ {stats:g} for m, l, acc" in readout, readout
     if e.causal.value:
-        assert f"{len(e.skipped.get_paths())} of {e.shape[0] * e.shape[1]} score cells" in readout
+        polygons = e.skipped.get_path().to_polygons() if e.skipped.get_visible() else []
+        drawn = sum(  # each polygon's area (shoelace), in cells
+            0.5 * abs(np.dot(p[:, 0], np.roll(p[:, 1], 1)) - np.dot(p[:, 1], np.roll(p[:, 0], 1)))
+            for p in polygons
+        )
+        assert f"{drawn:g} of {e.shape[0] * e.shape[1]} score cells" in readout
 
 
 def check_alternatives(e: AlternativesExplorer) -> None:

@@ -6,6 +6,7 @@ page are collected instead of sent.
 
 from __future__ import annotations
 
+import base64
 import io
 
 import matplotlib
@@ -113,3 +114,72 @@ def test_explorers_on_an_ipympl_canvas_send_fast_frames(ipympl_canvas):
     from matplotlib.figure import Figure
 
     assert not send_fast_frames(FigureCanvasAgg(Figure()))
+
+
+def _sent_frame(canvas) -> object:
+    """The buffer of the one binary message ``canvas`` sent (via the fixture's ``sent``)."""
+    binary = [kwargs["buffers"][0] for args, kwargs in canvas.sent if kwargs.get("buffers")]
+    assert len(binary) == 1, canvas.sent
+    return binary[0]
+
+
+def _frame_before_initialized(canvas) -> bytes:
+    """A full frame sent as the kernel sends one before the page's "initialized" message."""
+    assert canvas.syncing_data_url, "a new canvas waits for the page's 'initialized'"
+    canvas._png_is_old = True
+    png = diff_image(canvas)
+    canvas.send_binary(png)
+    return png
+
+
+def test_ipympls_own_frame_before_initialized_is_raw_pixels(ipympl_canvas):
+    """ipympl 0.10's bug, which ExplorerCanvas works around: the page cannot decode this
+    frame, and the canvas then stays blank (explorers/canvas.py). If this fails, ipympl
+    has fixed it and ExplorerCanvas.send_binary can go."""
+    canvas = ipympl_canvas
+    png = _frame_before_initialized(canvas)
+    sent = _sent_frame(canvas)
+    height, width = canvas._last_buff.shape
+    assert not isinstance(sent, bytes) and np.asarray(sent).nbytes == width * height * 4
+    assert bytes(np.asarray(sent).tobytes())[:8] != png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def explorer_canvas(ipympl_canvas):
+    """The explorers' ipympl canvas (canvas.ExplorerCanvasFactory) on a drawn figure."""
+    from matplotlib.figure import Figure
+
+    from attention_lib.explorers.canvas import ExplorerCanvasFactory
+
+    canvas_class, _ = ExplorerCanvasFactory.classes()
+    fig = Figure(figsize=(4, 3))
+    canvas = canvas_class(fig)
+    canvas.sent = []
+    canvas.send = lambda *args, **kwargs: canvas.sent.append((args, kwargs))
+    fig.add_subplot().plot([0, 1, 2], [0, 1, 0])
+    matplotlib.backends.backend_agg.FigureCanvasAgg.draw(canvas)
+    return canvas
+
+
+def test_an_explorer_frame_before_initialized_is_the_png(explorer_canvas):
+    canvas = explorer_canvas
+    png = _frame_before_initialized(canvas)
+    assert _sent_frame(canvas) == png
+    drawn = np.asarray(canvas.get_renderer().buffer_rgba())  # (H, W, 4)
+    np.testing.assert_array_equal(decode(png), drawn)
+    # the picture saved with the widget meanwhile: a data: URL the page can load
+    prefix = "data:image/png;base64,"
+    assert canvas._data_url.startswith(prefix)
+    saved = base64.b64decode(canvas._data_url.removeprefix(prefix))
+    np.testing.assert_array_equal(decode(saved), drawn)
+
+
+def test_an_explorer_frame_after_initialized_is_the_png_alone(explorer_canvas):
+    canvas = explorer_canvas
+    canvas.syncing_data_url = False  # what the page's "initialized" message does
+    canvas._data_url = None
+    canvas._png_is_old = True
+    png = diff_image(canvas)
+    canvas.send_binary(png)
+    assert _sent_frame(canvas) == png
+    assert canvas._data_url is None, "no picture kept once the page shows the frames"

@@ -8,10 +8,16 @@ matplotlib.use("Agg")
 
 import numpy as np
 import pytest
+from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgba
 
 from attention_lib import scaled_dot_product_attention, softmax
-from attention_lib.explorers.tiling import OnlineSoftmaxExplorer, TilingExplorer, default_stream
+from attention_lib.explorers.tiling import (
+    OnlineSoftmaxExplorer,
+    TilingExplorer,
+    default_stream,
+    uncovered_rectangles,
+)
 from attention_lib.flash import key_blocks, query_blocks
 from attention_lib.lessons.online import online_softmax_steps
 
@@ -144,9 +150,67 @@ def test_causal_skipping_reduces_the_work(tiling: TilingExplorer) -> None:
     assert tiling.skipped_cells() == 16 * 15 // 2  # exactly the cells above the diagonal
     set_blocks(tiling, 16, 3, True)  # one query block sees every key: nothing to skip
     assert tiling.skipped_cells() == 0 and tiling.step.max == 6
-    # skipped cells are drawn hatched grey, one square each
+    # skipped cells are drawn hatched grey: one rectangle per query block that skips any
     set_blocks(tiling, 4, 4, True)
-    assert len(tiling.skipped.get_paths()) == 96 and tiling.skipped.get_hatch() == "//"
+    assert skipped_area(tiling) == 96 and tiling.skipped.get_hatch() == "//"
+    assert len(tiling.skipped.get_path().to_polygons()) == 3
+    set_blocks(tiling, 4, 4, False)
+    assert skipped_area(tiling) == 0
+
+
+def skipped_area(e: TilingExplorer) -> float:
+    """Cells the hatched overlay covers (0 when it is hidden)."""
+    if not e.skipped.get_visible():
+        return 0.0
+    return sum(shoelace(p) for p in e.skipped.get_path().to_polygons())
+
+
+def shoelace(points: np.ndarray) -> float:
+    """The area of a closed polygon given by its (n, 2) corners."""
+    x, y = points[:, 0], points[:, 1]  # (n,)
+    return 0.5 * abs(float(np.dot(x, np.roll(y, 1)) - np.dot(y, np.roll(x, 1))))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_uncovered_rectangles_cover_exactly_the_true_cells(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    grid = rng.random((int(rng.integers(1, 9)), int(rng.integers(1, 9)))) < rng.random()
+    drawn = np.zeros(grid.shape, dtype=int)
+    for corners in uncovered_rectangles(grid):
+        (c0, r0), (c1, r1) = corners.min(axis=0), corners.max(axis=0)
+        assert list(map(tuple, corners)) == [(c0, r0), (c1, r0), (c1, r1), (c0, r1), (c0, r0)]
+        drawn[r0:r1, c0:c1] += 1
+    np.testing.assert_array_equal(drawn, grid.astype(int))  # each True cell once, no other
+
+
+def test_the_hatched_rectangles_draw_the_same_pixels_as_a_hatched_square_per_cell() -> None:
+    """The overlay became a few rectangles for speed (one hatched path, not one per cell);
+    the picture is the one the per-cell squares drew, but for the anti-aliased seams
+    where two of those squares met (a handful of pixels, each on a cell boundary)."""
+    e = quiet(TilingExplorer())
+    set_blocks(e, 3, 2, True, step=4)
+    e.fig.canvas.draw()
+    ours = np.asarray(e.fig.canvas.buffer_rgba()).copy()
+    index = e._cell_tile_index()
+    squares = [e._cell_squares[i] for i in np.flatnonzero(index.ravel() < 0)]
+    e.skipped.set_visible(False)
+    per_cell = PolyCollection(
+        squares, facecolors=e.skipped.get_facecolor(), edgecolors="#7f7f7f", linewidths=0,
+        hatch="//", zorder=e.skipped.get_zorder(),
+    )  # fmt: skip
+    e.axes[0].add_collection(per_cell)
+    e.fig.canvas.draw()
+    theirs = np.asarray(e.fig.canvas.buffer_rgba())
+    ys, xs = np.nonzero(np.any(ours != theirs, axis=-1))  # pixel rows and columns that differ
+    assert len(xs) <= 16, f"{len(xs)} pixels differ"
+    height = theirs.shape[0]
+    cells = e.axes[0].transData.inverted().transform(np.c_[xs + 0.5, height - ys - 0.5])
+    cell_px = (
+        e.axes[0].transData.transform([(1, 0)])[0, 0]
+        - e.axes[0].transData.transform([(0, 0)])[0, 0]
+    )
+    off_grid = np.abs(cells - np.round(cells)).min(axis=1) * cell_px  # pixels to a cell edge
+    assert np.all(off_grid <= 1.5), off_grid
 
 
 def test_cells_shade_as_the_steps_advance(tiling: TilingExplorer) -> None:
@@ -176,7 +240,8 @@ def test_rows_finish_block_by_block(tiling: TilingExplorer) -> None:
     tiling.step.value = 4
     assert tiling.rows_done() == 5
     green = to_rgba("#41ab5d")
-    assert [p.get_facecolor() == green for p in tiling.row_cells] == [True] * 5 + [False] * 11
+    shaded = np.all(np.asarray(tiling.row_cells.get_facecolor()) == green, axis=-1)
+    assert shaded.tolist() == [True] * 5 + [False] * 11
     assert "5 of 16 output rows done, max |tiled − unfused| =" in tiling.readout.get_text()
 
 

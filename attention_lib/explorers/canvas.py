@@ -1,6 +1,6 @@
 """The canvas an explorer draws on, and how its picture fits a notebook cell.
 
-Under ``%matplotlib widget`` an explorer's canvas is an ipympl widget. Three
+Under ``%matplotlib widget`` an explorer's canvas is an ipympl widget. Four
 things about ipympl 0.10 shape this module:
 
 - **Its size arrives by two routes that can cross.** The page sizes a canvas
@@ -16,6 +16,21 @@ things about ipympl 0.10 shape this module:
   explorer's box therefore carries a small style sheet (`fit_css`) that scales
   the canvas element to the cell's width, never beyond the figure's own size,
   keeping its aspect ratio. The kernel keeps drawing at the figure's size.
+- **A frame sent before the page's "initialized" message is not a picture.**
+  Until the page has said it, ipympl's ``Canvas.send_binary`` keeps the
+  picture saved with the widget (``_data_url``) up to date, and in doing so
+  rebinds its ``data`` argument to the raw RGBA buffer, which it then sends in
+  place of the PNG: ``width * height * 4`` bytes that are not a picture.
+  The page's image fails to decode it and is left "broken"; the resize message
+  the kernel sends next makes the page draw that image, which throws, before
+  the page asks for a fresh frame, so the canvas stays sized and blank for
+  good (found with the browser tests' frame trace: about one Run All of
+  notebook 01 in fifty). A frame goes out that early when the page's request
+  for it overtakes its "initialized" message, which JupyterLab 4.6 allows by
+  default: it sends widget messages to a kernel subshell, handled on a thread
+  of its own, while the first ones wait behind the cells on the main shell.
+  The course's JupyterLab settings keep them on the main shell, in order
+  (jupyter/labconfig); `ExplorerCanvas` sends the PNG whatever the lab.
 - **A saved notebook has no kernel.** Reopened without one, the page rebuilds
   the widgets from the state saved in the notebook (JupyterLab's "save widget
   state" setting), without a connection: their views carry the class
@@ -39,6 +54,8 @@ import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image
+
+from .frames import encode_png
 
 __all__ = [
     "STILL_NOTE",
@@ -104,6 +121,18 @@ class ExplorerCanvasFactory:
             @default("toolbar_visible")
             def _no_toolbar(self) -> bool:
                 return False
+
+            def send_binary(self, data: bytes) -> None:
+                """Send the page one frame, ``data`` (PNG bytes), always as a PNG.
+
+                ipympl 0.10's own sends raw pixels before the page's "initialized"
+                message (see the module's docstring). Until then ``_data_url`` is kept
+                up to date as ipympl means to, as a ``data:`` URL of the whole picture
+                (ipympl's lacks the ``data:`` prefix).
+                """
+                if self.syncing_data_url:
+                    self._data_url = data_url(encode_png(self._last_buff))  # the whole picture
+                self.send({"data": '{"type": "binary"}'}, buffers=[data])
 
         return ExplorerCanvas, FigureManager
 

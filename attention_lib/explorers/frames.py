@@ -22,7 +22,7 @@ import numpy as np
 from matplotlib.backends.backend_webagg_core import FigureCanvasWebAggCore
 from PIL import Image
 
-__all__ = ["ZLIB_LEVEL", "diff_image", "send_fast_frames"]
+__all__ = ["ZLIB_LEVEL", "diff_image", "encode_png", "send_fast_frames"]
 
 ZLIB_LEVEL = 1
 
@@ -57,7 +57,16 @@ def diff_image(canvas: FigureCanvasWebAggCore) -> bytes | None:
     canvas._last_buff = buff.copy()
     canvas._force_full = False
     canvas._png_is_old = False
-    data = output.view(dtype=np.uint8).reshape((*output.shape, 4))  # (H, W, 4)
+    return encode_png(output)
+
+
+def encode_png(pixels: np.ndarray) -> bytes:
+    """RGBA pixels as PNG bytes at `ZLIB_LEVEL`.
+
+    ``pixels``: (H, W) uint32, one packed RGBA pixel each (how webagg keeps
+    its buffers), or (H, W, 4) uint8.
+    """
+    data = pixels.view(dtype=np.uint8).reshape((*pixels.shape[:2], 4))  # (H, W, 4)
     with BytesIO() as png:
         Image.fromarray(data).save(png, format="png", compress_level=ZLIB_LEVEL)
         return png.getvalue()

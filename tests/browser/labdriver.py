@@ -147,6 +147,23 @@ class LabServer:
             self.proc.wait(5)
 
 
+def spawn_logged(
+    args: Sequence[str], cwd: Path, env: Mapping[str, str], log_path: Path
+) -> subprocess.Popen:
+    """Start ``args`` with its output in ``log_path``, in a process group of its own (so that
+    stopping it can end everything it started: a server's kernels, make's children)."""
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(
+            list(args),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 def start_lab(
     workdir: Path,
     *,
@@ -160,7 +177,10 @@ def start_lab(
 
     ``token`` None lets JupyterLab make its own random token (as ``make lab``
     does), read back from its log; otherwise it is passed as JUPYTER_TOKEN.
-    ``root_dir`` None serves ``notebooks/`` (the script's default). With
+    ``root_dir`` None serves a scratch copy of ``notebooks/`` under ``workdir``:
+    the script's own default, the learner's ``my-notebooks/`` in the repo, is
+    never touched by a test (tests/browser/test_make_lab.py runs ``make lab``
+    in a fresh copy of the repo of its own). With
     ``isolate_user_settings`` the learner's own JupyterLab settings and
     workspaces are replaced by empty folders under ``workdir``, so only the
     repo's defaults apply. Raises RuntimeError with the log's tail if the
@@ -172,9 +192,7 @@ def start_lab(
     env.pop("JUPYTER_TOKEN", None)
     if token is not None:
         env["JUPYTER_TOKEN"] = token
-    env.pop("LAB_ROOT_DIR", None)
-    if root_dir is not None:
-        env["LAB_ROOT_DIR"] = str(root_dir)
+    env["LAB_ROOT_DIR"] = str(root_dir or copy_notebooks(workdir / "notebooks"))
     env["JUPYTER_RUNTIME_DIR"] = str(workdir / "runtime")
     if isolate_user_settings:
         env["JUPYTERLAB_SETTINGS_DIR"] = str(workdir / "user-settings")
@@ -185,20 +203,9 @@ def start_lab(
         "--ServerApp.port_retries=0",
         "--ServerApp.open_browser=False",
     ]
-    if os.geteuid() == 0:  # CI containers run as root; Jupyter refuses root without this
-        args.append("--ServerApp.allow_root=True")
     args += list(extra_args)
     log_path = workdir / f"lab-{port}.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            args,
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so stop() can end its kernels too
-        )
+    proc = spawn_logged(args, REPO, env, log_path)
     server = LabServer(proc, port, token or "", log_path)
     deadline = time.monotonic() + timeout
     try:
@@ -284,12 +291,86 @@ def chromium_browser() -> Iterator[Any]:
             browser.close()
 
 
+# The frame trace, installed with _INIT_JS: in order, on performance.now()'s clock, every
+# step a picture takes on its way to an explorer's canvas, so a canvas left blank can be
+# followed back to its frames (`NotebookPage.canvas_trace`). ipympl's page keeps, per
+# figure, one <img> that frames are decoded into and one offscreen canvas that the
+# decoded frame is drawn on; each view's canvas copies the offscreen one. Logged: a blob
+# URL made (its byte count matches the binary message it came from), an <img> given a
+# frame and the frame loaded (or failed), a canvas resized (which clears it) or cleared,
+# and every drawImage (destination canvas, source image or canvas, and whether that source
+# had finished loading). The kernel's messages join the same log in _JS_TRACK_KERNEL.
+_TRACE_JS = """
+(() => {
+  const trace = window.__trace = [];
+  let ids = 0;
+  const id = (el) => el.__tid || (el.__tid = `${el.tagName === 'IMG' ? 'img' : 'cv'}${++ids}`);
+  const log = (e, fields) => {
+    if (trace.length < 200000) trace.push({t: performance.now(), e, ...fields});
+  };
+  window.__traceId = id;
+  const blobUrl = URL.createObjectURL;
+  URL.createObjectURL = function (blob) {
+    const url = blobUrl.call(URL, blob);
+    log('blob', {url, bytes: blob.size});
+    return url;
+  };
+  const src = Object.getOwnPropertyDescriptor(HTMLImageElement.prototype, 'src');
+  const hooked = new WeakSet();
+  Object.defineProperty(HTMLImageElement.prototype, 'src', {
+    configurable: true,
+    get() { return src.get.call(this); },
+    set(value) {
+      const img = this;
+      if (typeof value === 'string' && value.startsWith('blob:')) {
+        log('src', {img: id(img), url: value});
+        if (!hooked.has(img)) {
+          hooked.add(img);
+          img.addEventListener('load', () => log('load', {img: id(img), url: img.src,
+            size: [img.naturalWidth, img.naturalHeight]}));
+          img.addEventListener('error', () => log('error', {img: id(img), url: img.src}));
+        }
+      }
+      src.set.call(this, value);
+    },
+  });
+  for (const dim of ['width', 'height']) {
+    const prop = Object.getOwnPropertyDescriptor(HTMLCanvasElement.prototype, dim);
+    Object.defineProperty(HTMLCanvasElement.prototype, dim, {
+      configurable: true,
+      get() { return prop.get.call(this); },
+      set(value) { log('size', {cv: id(this), [dim]: Number(value)}); prop.set.call(this, value); },
+    });
+  }
+  const setAttribute = Element.prototype.setAttribute;
+  Element.prototype.setAttribute = function (name, value) {
+    if (this instanceof HTMLCanvasElement && (name === 'width' || name === 'height')) {
+      log('size', {cv: id(this), [name]: Number(value)});
+    }
+    return setAttribute.call(this, name, value);
+  };
+  const clearRect = CanvasRenderingContext2D.prototype.clearRect;
+  CanvasRenderingContext2D.prototype.clearRect = function (...args) {
+    log('clear', {cv: id(this.canvas)});
+    return clearRect.apply(this, args);
+  };
+  const drawImage = CanvasRenderingContext2D.prototype.drawImage;
+  CanvasRenderingContext2D.prototype.drawImage = function (source, ...rest) {
+    const ready = source instanceof HTMLImageElement ? source.complete && source.naturalWidth > 0
+      : source.width > 0 && source.height > 0;
+    log('draw', {cv: id(this.canvas), from: id(source), ready});
+    return drawImage.call(this, source, ...rest);
+  };
+})();
+"""
+
 # Installed in every page before JupyterLab loads, all on performance.now()'s clock:
 # every drawImage on every canvas (ipympl paints each new frame with drawImage); every
 # PNG frame that reaches the page (ipympl makes a blob URL of each and loads it into
 # an <img>), with the image it went to, so a frame still being decoded can be told
 # from one that is painted; and every key press, mouse press and input event.
-_INIT_JS = """
+_INIT_JS = (
+    """
 (() => {
   const draw = CanvasRenderingContext2D.prototype.drawImage;
   CanvasRenderingContext2D.prototype.drawImage = function (...args) {
@@ -317,6 +398,8 @@ _INIT_JS = """
   }
 })();
 """
+    + _TRACE_JS
+)
 
 # JavaScript run in the page; `window.jupyterapp` is there because the tests start
 # JupyterLab with expose_app_in_browser.
@@ -341,6 +424,34 @@ _JS_TRACK_KERNEL = """() => {
   };
   kernel.anyMessage.connect((_, {msg, direction}) => {
     const now = performance.now();
+    if (msg.channel === 'iopub' || msg.channel === 'shell') {  // the comms, in the frame trace
+      const type = msg.header.msg_type;
+      const data = msg.content && msg.content.data;
+      if (type === 'comm_open' && data && data.state) {
+        window.__trace.push({t: now, e: 'open', comm: msg.content.comm_id,
+          model: data.state._model_name, size: data.state._size, mode: data.state._image_mode,
+          children: data.state.children});
+      } else if (type === 'comm_msg' && data) {
+        const entry = {t: now, e: direction === 'send' ? 'sent' : 'msg',
+                       comm: msg.content.comm_id, method: data.method};
+        if (data.state) {
+          entry.keys = Object.keys(data.state).join(',');
+          if ('_image_mode' in data.state) entry.mode = data.state._image_mode;
+          if ('_size' in data.state) entry.size = data.state._size;
+        }
+        if (data.method === 'custom' && data.content) {
+          const inner = data.content.data;
+          let parsed = null;
+          try {
+            parsed = typeof inner === 'string' ? JSON.parse(inner) : data.content;
+          } catch (e) {}
+          entry.type = parsed && parsed.type;
+          if (parsed && parsed.size) entry.size = parsed.size;
+        }
+        if (msg.buffers && msg.buffers.length) entry.bytes = msg.buffers[0].byteLength;
+        window.__trace.push(entry);
+      }
+    }
     if (direction === 'send' && msg.channel === 'shell') {
       track.outstanding.set(msg.header.msg_id, `${msg.header.msg_type}@${Math.round(now)}`);
       const data = msg.header.msg_type === 'comm_msg' && msg.content.data;
@@ -946,6 +1057,7 @@ _JS_WIDGET_OUTPUTS = """() => {
         node.querySelectorAll('.jupyter-matplotlib-canvas-div canvas:first-child')).filter(shown);
       out.push({
         cell: index,
+        model: o.data[mime].model_id,
         trusted: !!c.model.trusted,
         text: node.innerText,
         images: Array.from(node.querySelectorAll('img')).filter(shown).map((i) => ({
@@ -956,7 +1068,7 @@ _JS_WIDGET_OUTPUTS = """() => {
             const d = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
             for (let i = 0; i < d.length; i += 4 * 13) if (d[i + 3] > 0 && d[i] < 200) inked++;
           }
-          return {width: cv.width, height: cv.height, inked};
+          return {width: cv.width, height: cv.height, inked, trace: window.__traceId(cv)};
         }),
         explorer: !!node.querySelector('.al-explorer'),
         still: !!node.querySelector('.al-still'),
@@ -976,6 +1088,59 @@ def widget_outputs(page: NotebookPage) -> list[dict]:
     rebuilt from saved state); ``still``: it holds an explorer's still picture.
     """
     return page.page.evaluate(_JS_WIDGET_OUTPUTS)
+
+
+def frame_trace(page: NotebookPage, output: dict, since: float = 0.0) -> list[str]:
+    """The frame trace (``_TRACE_JS``) of one widget output's figure, one line per step.
+
+    ``output`` is an entry of `widget_outputs`. Its box's model names its
+    canvas model (a child of the box with ipympl's model name); that
+    model's binary messages give the byte counts of its frames, which name
+    their blob URLs, which name the <img> they were decoded in, whose draws
+    name the offscreen canvas, whose draws name the view canvases. Every
+    step on that chain after ``since`` (a performance.now() time) is listed,
+    times in ms from the first.
+    """
+    trace = [e for e in page.page.evaluate("() => window.__trace") if e["t"] >= since]
+    opened = {e["comm"]: e for e in trace if e["e"] == "open"}
+
+    def canvases_in(comm: str, depth: int = 0) -> set[str]:
+        entry = opened.get(comm, {})
+        if entry.get("model") == "MPLCanvasModel":
+            return {comm}
+        found: set[str] = set()
+        for child in entry.get("children") or []:
+            if depth < 4 and isinstance(child, str):
+                found |= canvases_in(child.removeprefix("IPY_MODEL_"), depth + 1)
+        return found
+
+    comms = canvases_in(output["model"])
+    frames = {
+        e["bytes"] for e in trace if e["e"] == "msg" and e.get("comm") in comms and e.get("bytes")
+    }
+    urls = {e["url"] for e in trace if e["e"] == "blob" and e["bytes"] in frames}
+    images = {e["img"] for e in trace if e["e"] == "src" and e["url"] in urls}
+    views = {c["trace"] for c in output.get("canvases", [])}
+    offscreen = {e["cv"] for e in trace if e["e"] == "draw" and e["from"] in images}
+    offscreen |= {e["from"] for e in trace if e["e"] == "draw" and e["cv"] in views}
+    elements = images | offscreen | views
+    chain = [
+        e
+        for e in trace
+        if e.get("comm") in comms
+        or e.get("url") in urls
+        or e.get("img") in elements
+        or e.get("cv") in elements
+    ]
+    if not chain:
+        return [f"no trace for model {output['model']} (canvas models {sorted(comms)})"]
+    start = chain[0]["t"]
+    names = {"comm", "t", "e"}
+    return [
+        f"{e['t'] - start:9.1f} {e['e']:<6} "
+        + " ".join(f"{k}={v}" for k, v in e.items() if k not in names and v is not None)
+        for e in chain
+    ]
 
 
 # The layout of every explorer box and every other picture in the notebook's outputs.

@@ -29,6 +29,7 @@ Screenshots of both sizes land in the test's temporary folder (printed with
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import labdriver
@@ -38,6 +39,7 @@ pytestmark = pytest.mark.browser
 
 MAX_EXPLORER_PX = 640
 MIN_TRACK_PX = 150
+REOPEN_TIMEOUT_S = 120  # bounds the wait for the saved widget state to be shown
 SIZES = {"laptop": (1280, 800), "small": (1024, 768)}
 STILL_NOTE = "run the notebook (Run ▸ Run All Cells) to move the sliders"
 
@@ -100,7 +102,6 @@ class Visit:
         self.page = labdriver.open_notebook(
             self.browser, self.server, self.name, f"reopened-{self.name[:2]}", SIZES["laptop"]
         )
-        self.page.page.wait_for_timeout(3000)  # the saved widget state is restored after load
 
 
 @pytest.fixture(scope="module", params=NOTEBOOKS, ids=[n.removesuffix(".ipynb") for n in NOTEBOOKS])
@@ -173,5 +174,15 @@ def test_no_output_is_wider_than_its_cell(visit, size):
 
 def test_reopened_after_save_shows_still_pictures(visit):
     visit.reopen()
-    check_still_pictures(labdriver.widget_outputs(visit.page), trusted=True)
+    # the saved widget state is restored some time after the page loads (seconds, on a
+    # loaded machine): wait until the check holds, or report it as it stands at the end
+    deadline = time.monotonic() + REOPEN_TIMEOUT_S
+    while True:
+        try:
+            check_still_pictures(labdriver.widget_outputs(visit.page), trusted=True)
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            visit.page.page.wait_for_timeout(500)
     visit.screenshot("reopened")

@@ -2,8 +2,8 @@
 
 The server here is started exactly as ``make lab`` starts it: ``scripts/lab``,
 which the Makefile's ``lab`` target calls, with JupyterLab making its own
-random token. The only additions are a free port, no browser window, and
-(as root, in CI containers) ``allow_root``. No browser is needed.
+random token. The only additions are a free port and no browser window
+(`test_make_lab.py` runs ``make lab`` itself). No browser is needed.
 """
 
 from __future__ import annotations
