@@ -34,9 +34,10 @@ import sys
 import time
 from pathlib import Path
 
-import labdriver
 import psutil
 import pytest
+
+import labdriver
 
 pytestmark = [pytest.mark.browser, pytest.mark.soak]
 
