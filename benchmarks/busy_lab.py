@@ -25,10 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "browser"))
-
-import labdriver  # noqa: E402  (the browser tests' driver)
+import labdriver  # the browser driver (labdriver/): one way to start and drive the lab
 
 DEFAULT = [
     "01_beginner_crowded_room.ipynb",

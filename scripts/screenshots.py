@@ -23,10 +23,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "browser"))
+import labdriver  # the browser driver (labdriver/): one way to start and drive the lab
 
-import labdriver  # noqa: E402  (the browser tests' driver: one way to start and drive the lab)
+REPO = Path(__file__).resolve().parents[1]
 
 # The notebook's scrolling area in JupyterLab 4.
 _JS_SCROLLER = """() => {

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -94,3 +96,40 @@ def test_readme_example_runs():
     assert blocks
     for block in blocks:
         exec(compile(block, "README.md", "exec"), {})
+
+
+def test_browser_driver_imports_from_the_install_not_from_a_path_edit(tmp_path):
+    # -I: no PYTHONPATH, no current folder, no user site: only what pip installed
+    code = "import labdriver, sys; print(labdriver.__file__); print(labdriver.REPO)"
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", code], cwd=tmp_path, check=True, capture_output=True, text=True
+    ).stdout.split("\n")
+    assert Path(out[0]) == ROOT / "labdriver" / "__init__.py"
+    assert Path(out[1]) == ROOT
+
+
+def test_wheel_ships_the_browser_driver_beside_the_library_with_its_scripts(tmp_path):
+    """labdriver is a package of its own (never inside attention_lib), with its JavaScript."""
+    src = tmp_path / "src"
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
+    for package in ("attention_lib", "labdriver"):
+        shutil.copytree(ROOT / package, src / package, ignore=skip)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
+    subprocess.run(
+        [*build, "--no-index", "-q", "-w", str(tmp_path / "out"), str(src)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = (tmp_path / "out").glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    driver = {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "labdriver").rglob("*")
+        if path.suffix in (".py", ".js")
+    }
+    assert {"labdriver/js/state.js", "labdriver/kernel_probe.py"} <= driver
+    assert driver <= names, sorted(driver - names)
+    assert "attention_lib/py.typed" in names
+    assert not [n for n in names if n.startswith(("tests/", "attention_lib/labdriver"))]

@@ -16,8 +16,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import labdriver
 import pytest
+
+import labdriver
 
 NOTEBOOKS = [path.name for path in labdriver.numbered_notebooks()]
 

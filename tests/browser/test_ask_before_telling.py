@@ -34,9 +34,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import labdriver
 import pytest
 
+import labdriver
 from attention_lib.explorers import reveal
 
 pytestmark = pytest.mark.browser

@@ -32,8 +32,9 @@ import json
 import time
 from pathlib import Path
 
-import labdriver
 import pytest
+
+import labdriver
 
 pytestmark = pytest.mark.browser
 

@@ -13,9 +13,10 @@ import re
 import socket
 import subprocess
 
-import labdriver
 import psutil
 import pytest
+
+import labdriver
 
 MAKEFILE = labdriver.REPO / "Makefile"
 

@@ -37,9 +37,10 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import labdriver
 import psutil
 import pytest
+
+import labdriver
 
 REPO = labdriver.REPO
 NOBODY = 65534

@@ -34,9 +34,10 @@ import sys
 import time
 from pathlib import Path
 
-import labdriver
 import psutil
 import pytest
+
+import labdriver
 
 pytestmark = [pytest.mark.browser, pytest.mark.soak]
 
@@ -45,13 +46,18 @@ RUNS_01 = 10
 SETTLE_S = 30  # first frames keep arriving after the kernel goes idle; a blank one stays blank
 BUSY_LAB = labdriver.REPO / "benchmarks" / "busy_lab.py"
 _VIEW = "application/vnd.jupyter.widget-view+json"
+_STILL = 'class="al-still"'
 
 
 def committed_explorers(path: Path) -> int:
-    """How many explorers the committed notebook shows (outputs with a live view and a still)."""
+    """How many explorers the committed notebook shows (outputs with a live view and a still).
+
+    An explorer's still is ``<div class="al-still">`` (explorers/base.py); a reveal box's
+    placeholder, ``al-reveal-still``, also holds the letters "al-still" but is no explorer.
+    """
     cells = json.loads(path.read_text())["cells"]
     outputs = [o.get("data", {}) for c in cells for o in c.get("outputs", [])]
-    return sum(_VIEW in d and "al-still" in "".join(d.get("text/html", "")) for d in outputs)
+    return sum(_VIEW in d and _STILL in "".join(d.get("text/html", "")) for d in outputs)
 
 
 EXPLORERS = {

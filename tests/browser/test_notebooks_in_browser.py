@@ -32,7 +32,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from labdriver import RedrawTimeout
 
 from attention_lib import (
     attention_weights,
@@ -47,6 +46,7 @@ from attention_lib.explorers.crowded_room import changed_hands, room_shares, thr
 from attention_lib.flash import key_blocks
 from attention_lib.lessons.scaling_stats import scale_for, weight_stats
 from attention_lib.lessons.theory import softmax_jacobian
+from labdriver import RedrawTimeout
 
 pytestmark = pytest.mark.browser
 

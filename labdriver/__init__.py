@@ -1,0 +1,112 @@
+"""Drive the course as a learner does: a real JupyterLab, Debian's Chromium, sliders moved.
+
+Shared by the browser tests (``tests/browser``), the latency benchmark
+(``benchmarks/latency.py``), the busy lab that loads the machine
+(``benchmarks/busy_lab.py``) and the screenshots (``scripts/screenshots.py``),
+which import it as a package (``make``'s editable install puts it on the
+path). Nothing here downloads anything: JupyterLab is started with
+``scripts/lab`` (the command ``make lab`` runs) on a free localhost port, and
+Chromium is the system's, launched by Playwright through ``executable_path``.
+
+By job:
+
+- `server` (`start_lab`, `LabServer`, `scratch_lab`): the server, its token,
+  its log, and a stop that always ends the process group it started (kernels
+  included).
+- `browser` (`launch_chromium`, `chromium_browser`): the browser with the
+  flags this closed network needs.
+- `page` (`NotebookPage`): one notebook in one page: open it, run every cell,
+  read the cells' outputs, list the explorers' controls in the page, move one
+  control and wait for the figure to redraw, and ask the notebook's own kernel
+  what its explorers now hold (`NotebookPage.probe`, whose kernel side is
+  ``kernel_probe.py``); `restart_and_run_all`, `save_notebook`.
+- `views` (`widget_outputs`, `layout`, `frame_trace`): what the page shows.
+- `sources`: the JavaScript the page runs, kept in ``js/*.js``, and the
+  kernel's program, loaded from their files. `repo`: where the course is.
+
+Every wait follows an event the page can see, never a fixed sleep, so the
+same code holds on an idle laptop and on a loaded 2-core machine:
+
+- the kernel is *quiet* when every message the page sent it (a cell, a
+  widget's change, ipympl's request for a frame) has had its "idle" status
+  back; a frame is *drawn* when the PNG ipympl received has been decoded and
+  painted onto the figure's canvas;
+- Run All is done when the kernel has replied to every code cell and gone
+  quiet, and every explorer figure in the page has drawn its first frame;
+- a move is done when the change reached the kernel, the kernel went quiet
+  after it, and a frame that arrived after the input was drawn on that
+  figure's canvas.
+
+The timeouts only bound a wait that has stopped making progress; they are
+long (minutes) because a loaded machine can be slow without being stuck. When
+one expires the error says which step never happened (`RedrawTimeout`).
+"""
+
+from __future__ import annotations
+
+from .browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    INSTALL_HINT,
+    PlaywrightTimeout,
+    chromium_browser,
+    chromium_missing,
+    launch_chromium,
+)
+from .page import (
+    MOVE_TIMEOUT_MS,
+    OPEN_TIMEOUT_MS,
+    Move,
+    NotebookPage,
+    RedrawTimeout,
+    open_notebook,
+    restart_and_run_all,
+    save_notebook,
+)
+from .repo import LAB_SCRIPT, NOTEBOOK_GLOB, REPO, numbered_notebooks
+from .server import (
+    LabServer,
+    copy_notebooks,
+    free_port,
+    lab_test_args,
+    random_token,
+    running_lab,
+    scratch_lab,
+    spawn_logged,
+    start_lab,
+)
+from .views import frame_trace, layout, widget_outputs
+
+__all__ = [
+    "CHROMIUM",
+    "CHROMIUM_ARGS",
+    "INSTALL_HINT",
+    "LAB_SCRIPT",
+    "MOVE_TIMEOUT_MS",
+    "NOTEBOOK_GLOB",
+    "OPEN_TIMEOUT_MS",
+    "REPO",
+    "LabServer",
+    "Move",
+    "NotebookPage",
+    "PlaywrightTimeout",
+    "RedrawTimeout",
+    "chromium_browser",
+    "chromium_missing",
+    "copy_notebooks",
+    "frame_trace",
+    "free_port",
+    "lab_test_args",
+    "launch_chromium",
+    "layout",
+    "numbered_notebooks",
+    "open_notebook",
+    "random_token",
+    "restart_and_run_all",
+    "running_lab",
+    "save_notebook",
+    "scratch_lab",
+    "spawn_logged",
+    "start_lab",
+    "widget_outputs",
+]

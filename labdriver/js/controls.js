@@ -1,0 +1,42 @@
+// The explorers' figure boxes in the page: a VBox holding an ipympl canvas, with the
+// controls above it. Each control: its kind, description and whether it can be used.
+() => {
+  const boxes = Array.from(document.querySelectorAll('.jp-Notebook .widget-vbox'))
+    .filter((b) => Array.from(b.children).some((c) => c.classList.contains('jupyter-matplotlib')));
+  const kinds = [['slider', '.widget-hslider'], ['toggle', '.widget-toggle-buttons'],
+                 ['checkbox', '.widget-checkbox'], ['dropdown', '.widget-dropdown']];
+  const cells = window.jupyterapp.shell.currentWidget.content.widgets.map((c) => c.node);
+  return boxes.map((box, b) => {
+    const counts = {};
+    const cell = cells.findIndex((node) => node.contains(box));
+    return Array.from(box.querySelectorAll(kinds.map(([, s]) => s).join(', '))).map((el) => {
+      const kind = kinds.find(([, s]) => el.matches(s))[0];
+      const nth = counts[kind] = (counts[kind] === undefined ? 0 : counts[kind] + 1);
+      // a checkbox's description is in .widget-label-basic; its .widget-label is a spacer
+      const label = Array.from(el.querySelectorAll('.widget-label, .widget-label-basic'))
+        .find((n) => n.textContent.replace(/\u200b/g, '').trim() !== '');
+      const handle = el.querySelector('.noUi-handle');
+      const readout = el.querySelector('.widget-readout');
+      const disabled = kind === 'slider'
+        ? !!el.querySelector('.noUi-target[disabled]')
+        : !!el.querySelector('button:disabled, input:disabled, select:disabled');
+      const buttons = Array.from(el.querySelectorAll('button'));
+      const options = Array.from(el.querySelectorAll('option'));
+      const aria = (name) => handle.getAttribute(`aria-${name}`);
+      return {
+        box: b, cell, kind, nth,
+        description: label ? label.textContent.trim() : '',
+        disabled,
+        readout: readout ? readout.textContent.trim() : null,
+        atMax: handle ? aria('valuenow') === aria('valuemax') : null,
+        atMin: handle ? aria('valuenow') === aria('valuemin') : null,
+        options: kind === 'toggle' ? buttons.map((x) => x.textContent.trim())
+               : kind === 'dropdown' ? options.map((x) => x.textContent.trim())
+               : [],
+        active: kind === 'toggle' ? buttons.findIndex((x) => x.classList.contains('mod-active'))
+              : kind === 'dropdown' ? el.querySelector('select').selectedIndex
+              : kind === 'checkbox' ? Number(el.querySelector('input').checked) : null,
+      };
+    });
+  });
+}

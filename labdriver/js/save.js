@@ -1,0 +1,2 @@
+// File ▸ Save on the current notebook.
+() => window.jupyterapp.commands.execute('docmanager:save')

@@ -1,0 +1,2 @@
+// Shut the current notebook's kernel down.
+() => window.jupyterapp.shell.currentWidget.sessionContext.shutdown()

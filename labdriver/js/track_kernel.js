@@ -1,0 +1,55 @@
+// Installed once the notebook's kernel is connected: the messages the page sends the
+// kernel that still await their "idle" status, and the replies to cells. A request's
+// outputs (a cell's text, a widget's frame) all arrive before its idle status. The comm
+// messages also join the frame trace (trace.js).
+() => {
+  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  const track = window.__kernel = {
+    kernel, outstanding: new Map(), updates: [], replies: [], lastIdle: 0,
+  };
+  kernel.anyMessage.connect((_, {msg, direction}) => {
+    const now = performance.now();
+    if (msg.channel === 'iopub' || msg.channel === 'shell') {  // the comms, in the frame trace
+      const type = msg.header.msg_type;
+      const data = msg.content && msg.content.data;
+      if (type === 'comm_open' && data && data.state) {
+        window.__trace.push({t: now, e: 'open', comm: msg.content.comm_id,
+          model: data.state._model_name, size: data.state._size, mode: data.state._image_mode,
+          children: data.state.children});
+      } else if (type === 'comm_msg' && data) {
+        const entry = {t: now, e: direction === 'send' ? 'sent' : 'msg',
+                       comm: msg.content.comm_id, method: data.method};
+        if (data.state) {
+          entry.keys = Object.keys(data.state).join(',');
+          if ('_image_mode' in data.state) entry.mode = data.state._image_mode;
+          if ('_size' in data.state) entry.size = data.state._size;
+        }
+        if (data.method === 'custom' && data.content) {
+          const inner = data.content.data;
+          let parsed = null;
+          try {
+            parsed = typeof inner === 'string' ? JSON.parse(inner) : data.content;
+          } catch (e) {}
+          entry.type = parsed && parsed.type;
+          if (parsed && parsed.size) entry.size = parsed.size;
+        }
+        if (msg.buffers && msg.buffers.length) entry.bytes = msg.buffers[0].byteLength;
+        window.__trace.push(entry);
+      }
+    }
+    if (direction === 'send' && msg.channel === 'shell') {
+      track.outstanding.set(msg.header.msg_id, `${msg.header.msg_type}@${Math.round(now)}`);
+      const data = msg.header.msg_type === 'comm_msg' && msg.content.data;
+      if (data && data.method === 'update') track.updates.push(now);  // a control's new value
+    } else if (direction === 'recv' && msg.header.msg_type === 'status'
+               && msg.content.execution_state === 'idle') {
+      track.outstanding.delete(msg.parent_header.msg_id);
+      track.lastIdle = now;
+    } else if (direction === 'recv' && msg.header.msg_type === 'execute_reply') {
+      track.replies.push({at: now, status: msg.content.status});
+      // a request aborted after an earlier error has no outputs, and may get no status
+      if (msg.content.status === 'aborted') track.outstanding.delete(msg.parent_header.msg_id);
+    }
+  });
+  return true;
+}
