@@ -107,8 +107,8 @@ FLASH_SOLUTIONS: dict[str, Solution] = {
         "The new maximum is the larger of the old one and the block's own. What was summed so "
         "far was measured against the old maximum, so one factor, exp(m - m_new), re-measures "
         "total and acc against the new one; then the block's terms exp(s - m_new) are added. "
-        "The factor is at most one and every exponent is at most zero, so nothing overflows "
-        "however large the scores. One row needs care: a row whose keys so far are all masked "
+        "The factor is at most one and every exponent is at most zero: the state stays "
+        "finite at any size of score. One row needs care: a row whose keys so far are all masked "
         "has m_new = -inf, and shifting it by 0 keeps exp(-inf) = 0 instead of NaN.",
     ),
     "flash_forward": Solution(
@@ -141,8 +141,8 @@ FLASH_SOLUTIONS: dict[str, Solution] = {
         "length_k in the last block (loaded as zeros, they would score 0 and take weight), and "
         "with IS_CAUSAL the keys after each row. No row is ever all masked here (every row "
         "sees key 0 in the first block), so the shift needs no -inf guard. p is cast to the "
-        "values' dtype for the second product, as FlashAttention does: tl.dot takes two "
-        "operands of one dtype and accumulates in float32.",
+        "values' dtype for the second product, as FlashAttention does, since both operands of "
+        "tl.dot must share a dtype (its sum is kept in float32).",
     ),
 }
 
