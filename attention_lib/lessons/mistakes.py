@@ -21,7 +21,8 @@ import numpy as np
 
 from ..core import attention_weights, scaled_dot_product_attention
 from ..normalisers import softmax
-from .rounding import ROUNDING_BOUND, format_difference
+from ..variants import cosines, qk_norm_logits
+from .printing import ROUNDING_BOUND, format_difference
 
 __all__ = [
     "MistakeCaught",
@@ -329,20 +330,14 @@ def qk_normalised_weights(
 ) -> np.ndarray:
     """QK normalisation: unit-length queries and keys, logits = temperature × cos(q, k).
 
-    The logits can never leave [-temperature, temperature], however large the
-    raw queries and keys grow. ``temperature`` defaults to sqrt(E); RMS-normalising
-    q and k and then scaling by 1/sqrt(E), as QK-norm layers do, gives the same
+    The softmax of `attention_lib.variants.qk_norm_logits`: the logits can
+    never leave [-temperature, temperature], however large the raw queries
+    and keys grow. ``temperature`` defaults to sqrt(E); RMS-normalising q and
+    k and then scaling by 1/sqrt(E), as QK-norm layers do, gives the same
     logits (a learned gain would make it a parameter). Shapes as
     `attention_weights`; returns (..., L, S).
     """
-    width = query.shape[-1]
-    temperature = math.sqrt(width) if temperature is None else temperature
-    return attention_weights(_unit_rows(query), _unit_rows(key), scale=temperature)  # (..., L, S)
-
-
-def _unit_rows(x: np.ndarray) -> np.ndarray:
-    """Each row of x (..., n, E) divided by its length."""
-    return x / np.linalg.norm(x, axis=-1, keepdims=True)  # (..., n, E)
+    return softmax(qk_norm_logits(query, key, temperature), axis=-1)  # (..., L, S)
 
 
 def run_scale_as_knob(
@@ -371,7 +366,7 @@ def run_scale_as_knob(
     for g in growths:
         qg, kg = g * q, g * k  # (L, E) each, grown
         raw = qg @ kg.T  # (L, L), grows like g²
-        cos = _unit_rows(qg) @ _unit_rows(kg).T  # (L, L), in [-1, 1] whatever g is
+        cos = cosines(qg, kg)  # (L, L), in [-1, 1] whatever g is
         row = {
             "logit std, standard": float((raw * standard).std()),
             "logit std, tuned": float((raw * tuned).std()),
