@@ -125,6 +125,10 @@ def test_causal_masks_top_left_and_bottom_right():
     assert torch.equal(causal_mask_for(3, 3, "top_left"), causal_mask_for(3, 3, "bottom_right"))
     with pytest.raises(ValueError, match="alignment"):
         causal_mask_for(2, 4, "middle")
+    with pytest.raises(ValueError, match="queries must be a positive integer, got 0"):
+        causal_mask_for(0, 4)
+    with pytest.raises(ValueError, match="keys must be a positive integer, got 2.0"):
+        causal_mask_for(2, 2.0)
 
 
 def test_a_kv_cache_with_bottom_right_alignment_reproduces_the_whole_run():

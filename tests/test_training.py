@@ -190,3 +190,20 @@ def test_notebook_00_describes_the_models_the_report_holds(report):
     assert shape == {(2, 4)} and "two layers of four heads, model width 64" in prose
     assert {run["model"]["value_width"] for run in report["models"].values()} == {16}
     assert "values of width 16 in every head" in prose
+
+
+def test_make_model_draws_the_report_beside_it(tmp_path):
+    """``make model``'s second step: the report's figure, written as report.png next to it."""
+    import shutil
+    import subprocess
+    import sys
+
+    from PIL import Image
+
+    shutil.copy(trained_dir() / "report.json", tmp_path / "report.json")
+    command = [sys.executable, "-m", "attention_lib.lessons.figures", str(tmp_path / "report.json")]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert f"wrote {tmp_path / 'report.png'}" in done.stdout
+    with Image.open(tmp_path / "report.png") as image:
+        assert image.format == "PNG" and image.size == (576, 540)  # 8 x 7.5 in at 72 dpi
+

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..normalisers import entropy, simplex_check, softmax_jacobian_norm
+from .report import head_metric
 
 __all__ = [
     "METRICS",
@@ -245,7 +246,7 @@ def saturation_step(
     one key.
     """
     for entry in checkpoints:
-        values = np.asarray(entry["heads"][metric], dtype=float)  # (layers, H)
+        values = head_metric(entry, metric)  # (layers, H)
         if values.mean() >= threshold:
             return int(entry["step"])
     return None

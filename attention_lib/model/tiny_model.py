@@ -45,6 +45,7 @@ from torch import nn
 
 from ..core import scaled_dot_product_attention
 from ..flash import flash_attention
+from ..inputs import positive_integer
 from ..scales import check_volume, scale_for
 from .catalogue import TRAINED, trained_dir
 
@@ -101,9 +102,7 @@ class ModelConfig:
             "n_layers",
             "mlp_width",
         ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            positive_integer(name, getattr(self, name))
         scale_for(self.scale_rule, self.head_width)  # raises for an unknown rule
 
     @property
@@ -132,12 +131,13 @@ def causal_mask_for(queries: int, keys: int, alignment: str = "bottom_right") ->
     ``torch.nn.attention.bias.causal_upper_left``). ``"bottom_right"``: query i
     sees keys j <= i + (S - L) (``causal_lower_right``): the L queries are the
     *last* L positions, as when they follow S - L cached keys. The two agree
-    when L == S. Raises ValueError for an unknown alignment or sizes below 1.
+    when L == S. Raises ValueError for an unknown alignment or sizes that are not positive
+    integers.
     """
     if alignment not in ALIGNMENTS:
         raise ValueError(f"alignment must be one of {ALIGNMENTS}, got {alignment!r}")
-    if queries < 1 or keys < 1:
-        raise ValueError(f"need at least one query and one key, got L={queries}, S={keys}")
+    positive_integer("queries", queries)
+    positive_integer("keys", keys)
     offset = keys - queries if alignment == "bottom_right" else 0
     return torch.ones(queries, keys, dtype=torch.bool).tril(diagonal=offset)  # (L, S)
 
