@@ -132,7 +132,7 @@ class ThreeStepsExplorer(Explorer):
     Four panels: the raw scores, the scores turned down (divided by sqrt(8)),
     the shares, and the mixed result next to "it" on its own. The checkbox
     ``turn_down`` switches the division off to show what the shares become
-    without it. ``steps`` holds the current `ThreeSteps`.
+    without it. ``steps`` holds the current `attention_lib.lessons.crowded_room.ThreeSteps`.
     """
 
     def __init__(self) -> None:

@@ -315,10 +315,11 @@ class QKNormExplorer(Explorer):
     Control: ``norm`` (ToggleButtons, labelled "as trained" and "QK-norm, τ =
     ..."): ``"own"`` (the model's own scores), ``"sqrt(d)"`` (unit-length q
     and k times τ = sqrt(d)) or ``"fit"`` (τ fitted to the model's weights,
-    `fit_qk_temperature`). Left, the query's
+    `attention_lib.lessons.saturation.fit_qk_temperature`). Left, the query's
     scores over the words it may see, with the band ±τ under QK-norm; right,
-    its weights. ``views`` holds the three `QKNormView`s (computed once);
-    ``view`` the current one. The model is loaded when built (torch).
+    its weights. ``views`` holds the three
+    `attention_lib.lessons.saturation.QKNormView`s (computed once); ``view``
+    the current one. The model is loaded when built (torch).
     """
 
     def __init__(
@@ -385,7 +386,7 @@ class QKNormExplorer(Explorer):
 
     @property
     def view(self):
-        """The `QKNormView` of the current setting."""
+        """The `attention_lib.lessons.saturation.QKNormView` of the current setting."""
         return self.views[self.norm.value]
 
     def shown(self) -> tuple[np.ndarray, np.ndarray]:

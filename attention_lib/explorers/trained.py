@@ -88,8 +88,9 @@ class WhereItLooksExplorer(_RedrawsWords, Explorer):
     ``head`` ("pointer": the head that best finds what a pronoun stands for,
     or "average": every head averaged) and ``volume`` (multiplies every
     head's scores, 0.05 to 20; 1 is the model as trained). After each update
-    ``gaze`` holds the `Gaze` drawn and ``shares`` the bars' heights. A new
-    sentence redraws the figure; the other controls move only bars, arcs and text.
+    ``gaze`` holds the `attention_lib.model.views.Gaze` drawn and ``shares``
+    the bars' heights. A new sentence redraws the figure; the other controls
+    move only bars, arcs and text.
     """
 
     def __init__(self, model: str = "sqrt_d16", sentences: Sequence[str] | None = None) -> None:
@@ -250,7 +251,7 @@ class HeadMapsExplorer(_RedrawsWords, Explorer):
     counts them; their values are the 0-based indices into the weights
     (``maps.weights[layer, head]``). Cells above the diagonal are hatched grey: the causal mask
     keeps a word from looking at later words, so their weight is exactly 0.
-    After each update ``maps`` holds the `HeadMaps` drawn. A new sentence
+    After each update ``maps`` holds the `attention_lib.model.views.HeadMaps` drawn. A new sentence
     redraws the figure (new words on both axes); the other controls redraw
     only the map and its title.
     """

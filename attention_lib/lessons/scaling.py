@@ -245,8 +245,9 @@ def alignment_table(
     report: dict[str, Any] | None = None, names: Sequence[str] | None = None
 ) -> list[dict[str, Any]]:
     """Per model: head width d, and at the start and end of training the mean (and
-    largest) `alignment_ratio` over heads, with sqrt(d), the ratio of parallel q and k;
-    the mean raw q·k size (rms) and the logit spread at the end."""
+    largest) `attention_lib.model.head_stats.alignment_ratio` over heads, with
+    sqrt(d), the ratio of parallel q and k; the mean raw q·k size (rms) and the
+    logit spread at the end."""
     rows = []
     for name, run in report_models(report, names).items():
         d = run["model"]["head_width"]

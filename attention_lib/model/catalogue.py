@@ -14,7 +14,8 @@ from typing import Any
 
 __all__ = ["MODEL_LABELS", "TRAINED", "trained_dir"]
 
-#: The trained models: name -> what differs from `ModelConfig`'s defaults.
+#: The trained models: name -> what differs from the defaults of
+#: `attention_lib.model.tiny_model.ModelConfig`.
 TRAINED: dict[str, dict[str, Any]] = {
     "sqrt_d16": {"scale_rule": "1/sqrt(d)", "head_width": 16},
     "none_d16": {"scale_rule": "none", "head_width": 16},

@@ -62,9 +62,9 @@ SWAP_BOUNDS = {torch.float32: 1e-4, torch.float64: 1e-10}
 
 @cache
 def model(name: str = "sqrt_d16") -> TinyTransformer:
-    """The trained model ``name`` (one of `TRAINED`), loaded once per process, in eval mode.
+    """The trained model ``name`` (of `attention_lib.model.catalogue.TRAINED`), in eval mode.
 
-    Shared: treat it as read-only (`load_model` gives a private copy).
+    Loaded once per process and shared: treat it as read-only (`load_model` gives a private copy).
     """
     return load_model(name)
 

@@ -1,13 +1,13 @@
 """Notebook 07, exercise 4: the body of a Triton kernel's key loop, run in the interpreter.
 
-The learner writes ``key_block(q, k, v, m, total, acc, rows, cols,
-length_k, qk_scale, IS_CAUSAL) -> (m, total, acc)``, the body of the key
-loop of `attention_lib.lessons.exercises.triton_skeleton.attention_skeleton` (its
-source: `skeleton_source`). `check_key_block(attempt)` takes that function
-(or its source text), runs the kernel with it in Triton's interpreter on
-the CPU and holds the output to FlashAttention's rule: at most twice the
-error of PyTorch's own attention in float16, against float64
-(`attention_lib.flash.accuracy.Check`).
+The learner writes ``key_block(q, k, v, m, total, acc, rows, cols, length_k,
+qk_scale, IS_CAUSAL) -> (m, total, acc)``, the body of the key loop of
+`attention_lib.lessons.exercises.triton_skeleton.attention_skeleton` (its
+source: `attention_lib.lessons.exercises.triton_runner.skeleton_source`).
+`check_key_block(attempt)` takes that function (or its source text), runs the
+kernel with it in Triton's interpreter on the CPU and holds the output to
+FlashAttention's rule: at most twice the error of PyTorch's own attention in
+float16, against float64 (`attention_lib.flash.accuracy.Check`).
 
 TRITON_INTERPRET=1 must be set before triton is imported, so the kernel
 runs in a child process (`attention_lib.lessons.exercises.triton_runner`);
@@ -260,13 +260,13 @@ def check_key_blocks(attempts: Sequence[Any], *, seed: int = 0) -> list[KeyBlock
 def check_key_block(attempt: Any, *, verbose: bool = True, seed: int = 0) -> KeyBlockCheck:
     """Run the skeleton kernel with ``attempt`` as its key loop's body; check every launch.
 
-    ``attempt`` is the learner's function (its source is read with
-    `inspect.getsource`) or its source text: one function of the eleven
-    arguments `ARGUMENTS`, using only them, ``tl``, ``triton`` and ``math``,
-    returning (m, total, acc). Decorators are dropped (the child adds
-    @triton.jit). Prints the report when ``verbose``; returns it. Raises
-    TypeError for an attempt that is neither a function nor a string, and
-    RuntimeError if the interpreter's process itself fails.
+    ``attempt`` is the learner's function (its source is read with `inspect.getsource`)
+    or its source text: one function of the eleven arguments
+    (`attention_lib.lessons.exercises.triton_runner.ARGUMENTS`), using only them,
+    ``tl``, ``triton`` and ``math``, returning (m, total, acc). Decorators are dropped
+    (the child adds @triton.jit). Prints the report when ``verbose``; returns it. Raises
+    TypeError for an attempt that is neither a function nor a string, and RuntimeError
+    if the interpreter's process itself fails.
     """
     report = check_key_blocks([attempt], seed=seed)[0]
     if verbose:
