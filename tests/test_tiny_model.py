@@ -127,7 +127,7 @@ def test_causal_masks_top_left_and_bottom_right():
         causal_mask_for(2, 4, "middle")
     with pytest.raises(ValueError, match="queries must be a positive integer, got 0"):
         causal_mask_for(0, 4)
-    with pytest.raises(ValueError, match="keys must be a positive integer, got 2.0"):
+    with pytest.raises(ValueError, match=r"keys must be a positive integer, got 2\.0"):
         causal_mask_for(2, 2.0)
 
 
