@@ -206,4 +206,3 @@ def test_make_model_draws_the_report_beside_it(tmp_path):
     assert f"wrote {tmp_path / 'report.png'}" in done.stdout
     with Image.open(tmp_path / "report.png") as image:
         assert image.format == "PNG" and image.size == (576, 540)  # 8 x 7.5 in at 72 dpi
-
