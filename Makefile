@@ -69,10 +69,12 @@ gpu-wheels: $(STAMP)
 	$(BIN)/python scripts/gpu_check.py --fetch-wheels
 
 # Train the small models the notebooks load (a few minutes on two cores) and write their
-# weights and training report to attention_lib/lessons/trained/ (then commit them).
+# weights and training report to attention_lib/model/trained/, then draw the report
+# (report.png) beside it (then commit them).
 # MODEL_ARGS="--check" retrains into a temporary folder and compares with the committed report.
 model: $(STAMP)
-	$(BIN)/python -m attention_lib.lessons.training --jobs 2 $(MODEL_ARGS)
+	$(BIN)/python -m attention_lib.model.training --jobs 2 $(MODEL_ARGS)
+	$(if $(findstring --check,$(MODEL_ARGS)),,$(BIN)/python -m attention_lib.lessons.figures)
 
 # Re-execute every notebook in place, storing fresh outputs (then commit them).
 notebooks: $(STAMP)

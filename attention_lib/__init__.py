@@ -10,6 +10,25 @@ Two execution paths with one meaning:
 Every function takes numpy arrays (and returns numpy) or torch tensors (and
 returns torch, on the same device). Importing this package does not import
 torch; torch loads when a tensor arrives or `best_device` is called.
+
+The package is a house of floors, each importing only from the floors below:
+
+    explorers/        the slider apps the notebooks display; one registry of them
+    lessons/          the course's experiments and figures, filed by idea
+    bench · model/ · variants/
+                      the benchmark command (CPU and GPU suites); the small trained
+                      model (corpus, model, training, weights, report); the attention
+                      variants (additive, cosine / QK-norm, linear / Performer,
+                      sigmoid, differential)
+    core · flash/     the reference path and the masked scores the variants reuse;
+                      the tiled paths (numpy loop, torch path, Triton kernels)
+    scales · nonfinite
+                      the scale (1/sqrt(d), the other rules, the volume knob); the
+                      rule for non-finite inputs
+    inputs · masks · normalisers · memory · dropout
+                      argument checking (once), masks, softmax and its alternatives
+                      with the softmax Jacobian and the simplex check, refusals, dropout
+    backend · fits    numpy / torch dispatch (array-api-compat); a slope fit
 """
 
 from .backend import best_device

@@ -9,18 +9,21 @@ torch is loaded only when a tensor arrives or a torch path is asked for.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any, TypeVar
 
 import array_api_compat
-from array_api_compat import device as device_of
-from array_api_compat import is_torch_array
+from array_api_compat import is_torch_array as is_torch_array
 
-F = TypeVar("F", bound=Callable[..., Any])
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+#: the device an array lives on: "cpu" for numpy, its ``torch.device`` for a tensor
+device_of = array_api_compat.device
 
 __all__ = [
     "accumulation_dtype",
@@ -28,13 +31,18 @@ __all__ = [
     "describe",
     "device_of",
     "is_torch_array",
+    "itemsize",
     "namespace",
     "nan_is_expected",
+    "prod",
+    "require_floating",
+    "torch_loaded",
+    "torch_threads",
     "uniform",
 ]
 
 
-def nan_is_expected(fn: F) -> F:
+def nan_is_expected(fn: _F) -> _F:
     """Silence numpy's "invalid value" warning inside ``fn``.
 
     NaN or inf in an input row is documented to make that row NaN (as in
@@ -142,18 +150,46 @@ def best_device() -> Any:
     return torch.device("cpu")
 
 
+@contextlib.contextmanager
+def torch_threads(count: int = 1) -> Iterator[None]:
+    """Run torch on ``count`` CPU threads inside the block, then restore the thread count.
+
+    The course's models and toy heads are tiny: extra threads only add
+    contention on a busy machine, and a fixed count fixes the order of every
+    float sum, so the same seed gives the same numbers on every run. Imports
+    torch.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def torch_loaded() -> bool:
     """Whether torch has been imported in this process (no import is done)."""
     return "torch" in sys.modules
 
 
 def itemsize(dtype: Any) -> int:
-    """Bytes per element of a numpy or torch dtype."""
+    """Bytes per element of a numpy or torch dtype, or of a dtype named as numpy or torch
+    names it ("float32", "float16", "bfloat16", ...).
+
+    Raises ValueError for a name neither library knows.
+    """
+    if dtype == "bfloat16":  # numpy has no bfloat16
+        return 2
     size = getattr(dtype, "itemsize", None)
-    if size is None:  # numpy dtype classes such as numpy.float32
+    if size is None:  # a name, or a numpy dtype class such as numpy.float32
         import numpy as np
 
-        size = np.dtype(dtype).itemsize
+        try:
+            size = np.dtype(dtype).itemsize
+        except TypeError:
+            raise ValueError(f"unknown dtype {dtype!r}; use e.g. 'float32', 'float16'") from None
     return int(size)
 
 

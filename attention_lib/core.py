@@ -5,6 +5,10 @@ It materialises the whole (..., L, S) score matrix, which is what makes it
 easy to check and what makes it run out of memory at long lengths; the tiled
 path in `attention_lib.flash.loop` computes the same result without that matrix.
 
+`masked_scores` is the first half on its own: the scaled scores with every
+hidden key at -inf, the one definition the attention variants
+(`attention_lib.variants`) and the exercises' checkers build on.
+
 Plain arithmetic runs whenever it already follows the rule for non-finite
 inputs (`attention_lib.nonfinite`): no key hidden, or no score and no value
 that can be non-finite (checked in O((L + S)·E)). Otherwise the exact
@@ -25,7 +29,7 @@ from .memory import check_fits
 from .nonfinite import exact_attention, plain_is_exact, sum_to
 from .normalisers import softmax
 
-__all__ = ["attention_weights", "scaled_dot_product_attention"]
+__all__ = ["attention_weights", "masked_scores", "scaled_dot_product_attention"]
 
 # scores, their exponentials and the weights can be alive at once; the exact route
 # (non-finite inputs under a mask) adds the mask of seen keys as numbers, for a count
@@ -73,6 +77,17 @@ def _widened(x: Any, batch: tuple[int, ...]) -> Any:
     return x if tuple(x.shape) == shape else _broadcast_sum().apply(x, shape)
 
 
+def _scores(xp: Any, q: Any, k: Any, mask: Any, is_causal: bool, scale: float) -> Any:
+    """``q @ k^T * scale`` with ``mask`` applied and, if ``is_causal``, the causal mask:
+    (..., L, S) from q (*Bq, L, E) and k (*Bk, S, E), which broadcast (neither is copied)."""
+    scores = xp.matmul(q * scale, xp.matrix_transpose(k))  # (..., L, S)
+    scores = apply_mask(xp, scores, mask)  # (..., L, S)
+    if is_causal:
+        length_q, length_k = q.shape[-2], k.shape[-2]
+        scores = apply_mask(xp, scores, causal_mask(xp, (0, length_q), (0, length_k), device_of(q)))
+    return scores
+
+
 def _attend(
     problem: AttentionProblem, generator: Any, max_memory: int | None, with_value: bool
 ) -> Any:
@@ -101,14 +116,36 @@ def _attend(
         return exact_attention(
             xp, q, k, v, float_mask, seen, problem.scale, keep, problem.dropout_p
         )
-    # query (*Bq, L, E) and key (*Bk, S, E) broadcast in the product: neither is copied
-    scores = xp.matmul(q * problem.scale, xp.matrix_transpose(k))  # (..., L, S)
-    scores = apply_mask(xp, scores, mask)  # (..., L, S)
-    if problem.is_causal:
-        scores = apply_mask(xp, scores, causal_mask(xp, (0, length_q), (0, length_k), device_of(q)))
+    scores = _scores(xp, q, k, mask, problem.is_causal, problem.scale)  # (..., L, S)
     weights = softmax(scores, axis=-1)  # (..., L, S), rows sum to 1 (or 0 if all masked)
     weights = apply_dropout(xp, weights, keep, problem.dropout_p)  # (..., L, S)
     return weights if v is None else xp.matmul(weights, v)  # (..., L, Ev)
+
+
+def masked_scores(
+    query: Any,
+    key: Any,
+    attn_mask: Any = None,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Any:
+    """The scaled scores ``query @ key^T * scale`` with every hidden key at -inf: (..., L, S).
+
+    What `attention_weights` takes the softmax of: a boolean ``attn_mask``
+    sets the scores it hides to -inf, a float one is added, ``is_causal``
+    hides key j from query i when j > i (top-left aligned). Arguments and
+    errors are `attention_weights`'; the result is in the accumulation dtype
+    (float32 for 16-bit inputs: round it yourself if you need the input's),
+    on the query's device, autograd intact. Plain arithmetic, with none of
+    the exact route of `attention_lib.nonfinite`: a score that a boolean
+    mask or the causal mask hides is -inf whatever it held, a float mask is
+    added (NaN + -inf is NaN).
+    """
+    problem = prepare(query, key, key, attn_mask, is_causal, scale, enable_gqa)
+    xp = problem.xp
+    return _scores(xp, problem.query, problem.key, problem.mask, problem.is_causal, problem.scale)
 
 
 def attention_weights(

@@ -14,7 +14,8 @@ kernel takes strides and maps grouped heads itself) pays for no copies:
   to the size of the broadcast batch.
 
 `prepare` is the two in one. `positive_integer` is the one check for a
-size argument (block sizes, widths, counts) that every module shares.
+size argument (block sizes, widths, counts) that every module shares, and
+`positive_number` the one for a positive, finite real (a scale, a rate).
 
 The checks follow PyTorch's ``scaled_dot_product_attention`` (compared with
 torch 2.13), messages aside:
@@ -74,12 +75,14 @@ __all__ = [
     "AttentionProblem",
     "AttentionSpec",
     "check",
+    "check_arrays",
     "check_dropout",
     "check_flag",
     "check_number",
     "default_scale",
     "materialise",
     "positive_integer",
+    "positive_number",
     "prepare",
 ]
 
@@ -224,6 +227,17 @@ def positive_integer(name: str, value: Any) -> int:
     return int(value)
 
 
+def positive_number(name: str, value: Any) -> float:
+    """``value`` as a float if it is a real number, positive and finite.
+
+    Raises ValueError naming ``name`` and the value otherwise (0, negatives,
+    inf, NaN). The one check for scales, temperatures, rates and spreads.
+    """
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be positive and finite, got {value!r}")
+    return float(value)
+
+
 def check_dropout(dropout_p: Any) -> float:
     """``dropout_p`` as a float in [0, 1]: TypeError as `check_number`, ValueError outside."""
     p = check_number("dropout_p", dropout_p)
@@ -232,41 +246,43 @@ def check_dropout(dropout_p: Any) -> float:
     return p
 
 
-def _check_ranks(query: Any, key: Any, value: Any) -> None:
-    for name, x in (("query", query), ("key", key), ("value", value)):
+def check_arrays(query: Any, key: Any, value: Any = None, *, same_width: bool = True) -> Any:
+    """The array namespace of query (..., L, E), key (..., S, E) and value (..., S, Ev),
+    once they pass the checks every attention call shares.
+
+    Each has at least two dimensions and a real floating dtype, all share one
+    dtype and one device, key and value one length S, and (``same_width``)
+    query and key one width E. ``value`` may be None (a call that only
+    scores). Raises TypeError or ValueError naming the arrays, shapes,
+    dtypes or devices at fault; batch dimensions are not checked here.
+    """
+    arrays = {"query": query, "key": key} | ({} if value is None else {"value": value})
+    xp = namespace(*arrays.values())
+    for name, x in arrays.items():
         if x.ndim < 2:
             raise ValueError(
                 f"{name} needs at least 2 dimensions (..., length, width), got {describe(x)}"
             )
-
-
-def _check_dtypes_and_devices(xp: Any, query: Any, key: Any, value: Any) -> None:
-    for name, x in (("query", query), ("key", key), ("value", value)):
+    for name, x in arrays.items():
         require_floating(xp, x, name)
-    if not query.dtype == key.dtype == value.dtype:
-        raise TypeError(
-            "query, key and value must share one dtype, got "
-            f"query {query.dtype}, key {key.dtype}, value {value.dtype}"
-        )
-    devices = [device_of(x) for x in (query, key, value)]
-    if not devices[0] == devices[1] == devices[2]:
-        raise ValueError(
-            "query, key and value must be on one device, got "
-            f"query on {devices[0]}, key on {devices[1]}, value on {devices[2]}"
-        )
-
-
-def _check_widths_and_lengths(query: Any, key: Any, value: Any) -> None:
-    if query.shape[-1] != key.shape[-1]:
+    if len({x.dtype for x in arrays.values()}) > 1:
+        found = ", ".join(f"{name} {x.dtype}" for name, x in arrays.items())
+        raise TypeError(f"query, key and value must share one dtype, got {found}")
+    devices = {name: device_of(x) for name, x in arrays.items()}
+    if len(set(map(str, devices.values()))) > 1:
+        found = ", ".join(f"{name} on {device}" for name, device in devices.items())
+        raise ValueError(f"query, key and value must be on one device, got {found}")
+    if same_width and query.shape[-1] != key.shape[-1]:
         raise ValueError(
             "query and key must have the same head width E (last dimension), got "
             f"query {tuple(query.shape)} and key {tuple(key.shape)}"
         )
-    if key.shape[-2] != value.shape[-2]:
+    if value is not None and key.shape[-2] != value.shape[-2]:
         raise ValueError(
             "key and value must have the same length S (second-to-last dimension), got "
             f"key {tuple(key.shape)} and value {tuple(value.shape)}"
         )
+    return xp
 
 
 def _group_error(query: Any, key: Any, value: Any) -> str | None:
@@ -379,9 +395,7 @@ def check(
     enable_gqa = check_flag("enable_gqa", enable_gqa)
     dropout_p = check_dropout(dropout_p)
     xp = namespace(query, key, value, attn_mask)
-    _check_ranks(query, key, value)
-    _check_dtypes_and_devices(xp, query, key, value)
-    _check_widths_and_lengths(query, key, value)
+    check_arrays(query, key, value)
     if attn_mask is not None and is_causal:
         raise ValueError(
             "attn_mask and is_causal=True are mutually exclusive: pass one or the other "

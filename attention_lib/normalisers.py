@@ -1,9 +1,16 @@
-"""Normalisers: functions that turn a row of scores into shares.
+"""Normalisers: functions that turn a row of scores into shares, and what shares are.
 
 `softmax` is the one attention uses. `softmax1`, `sparsemax` and `entmax15`
 are the alternatives the researcher notebooks compare it with. Each works on
 numpy arrays and torch tensors alike, along any axis, and computes 16-bit
 inputs in float32 before rounding back.
+
+Of the shares themselves: `simplex_check` (is every row non-negative and
+summing to one?), `entropy` (how spread a row is, in nats), and the
+softmax's Jacobian at its output, `softmax_jacobian` and its size
+`softmax_jacobian_norm`: what a gradient passes back through the softmax,
+and what vanishes when a row saturates. They are written once here, and the
+lessons, the model's head measurements and the explorers call them.
 
 The two sparse maps have closed-form gradients (`sparsemax_backward`,
 `entmax15_backward`), written once for both libraries. Torch tensors that
@@ -16,11 +23,14 @@ ties, and turns the whole row's gradient into NaN.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .backend import (
     accumulation_dtype,
+    describe,
     device_of,
     is_torch_array,
     namespace,
@@ -29,16 +39,21 @@ from .backend import (
 )
 
 __all__ = [
+    "SimplexCheck",
     "entmax15",
     "entmax15_backward",
+    "entropy",
+    "simplex_check",
     "softmax",
     "softmax1",
+    "softmax_jacobian",
+    "softmax_jacobian_norm",
     "sparsemax",
     "sparsemax_backward",
 ]
 
-RowFn = Callable[[Any, Any], Any]  # fn(xp, z) on rows along the last axis
-RowVjp = Callable[[Any, Any, Any], Any]  # vjp(xp, y, grad): the gradient with respect to z
+_RowFn = Callable[[Any, Any], Any]  # fn(xp, z) on rows along the last axis
+_RowVjp = Callable[[Any, Any, Any], Any]  # vjp(xp, y, grad): the gradient with respect to z
 
 
 def _check_rows(xp: Any, x: Any, axis: int, name: str) -> None:
@@ -88,7 +103,7 @@ def _closed_form_function() -> Any:
     return ClosedFormBackward
 
 
-def _rowwise(fn: RowFn | None = None, *, vjp: RowVjp | None = None) -> Any:
+def _rowwise(fn: _RowFn | None = None, *, vjp: _RowVjp | None = None) -> Any:
     """Make ``fn(xp, z)``, written for rows along the last axis of a float32/64 z,
     into a public normaliser ``f(x, axis=-1)`` for any axis and float dtype.
 
@@ -123,7 +138,7 @@ def _rowwise(fn: RowFn | None = None, *, vjp: RowVjp | None = None) -> Any:
     return normaliser
 
 
-def _rowwise_backward(vjp: RowVjp) -> Callable[..., Any]:
+def _rowwise_backward(vjp: _RowVjp) -> Callable[..., Any]:
     """Make ``vjp(xp, y, grad)`` (rows along the last axis) into a public
     ``backward(output, grad, axis=-1)`` for any axis and float dtype."""
     name = vjp.__name__.lstrip("_").replace("_vjp", "_backward")
@@ -292,3 +307,143 @@ def entmax15(xp: Any, z: Any) -> Any:
     support_size = xp.sum(xp.astype(tau <= z_sorted, z.dtype), axis=-1, keepdims=True)
     tau_star = xp.sum(xp.where(rank == support_size, tau, 0.0), axis=-1, keepdims=True)
     return xp.clip(z - tau_star, min=0.0) ** 2
+
+
+# -- what shares are ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SimplexCheck:
+    """Whether every row of shares lies on the probability simplex.
+
+    ``rows`` rows of ``length`` shares each; ``min_share`` is the smallest
+    share anywhere, ``max_sum_error`` the largest |row sum − 1| measured,
+    ``atol`` the tolerance that error is held to and ``eps`` the machine
+    epsilon of the shares' dtype.
+
+    Printed, the measured error is a bound that holds on every machine
+    (`rounding_bound`), and the tolerance is printed beside it: the digits
+    of rounding differ from one CPU to another.
+    """
+
+    rows: int
+    length: int
+    min_share: float
+    max_sum_error: float
+    atol: float
+    eps: float
+
+    @property
+    def ok(self) -> bool:
+        """Every share is >= 0 and every row sums to one within ``atol``."""
+        return self.min_share >= 0.0 and self.max_sum_error <= self.atol
+
+    @property
+    def rounding_bound(self) -> float:
+        """The power of ten at or above 8·length·eps: more than rounding can leave in a row sum.
+
+        A softmax row of n shares, each rounded in its exp, its sum and its
+        division, then summed, is off by at most about (2n + 3)·eps; 8·n·eps
+        covers that on any machine.
+        """
+        return 10.0 ** math.ceil(math.log10(8 * max(self.length, 1) * self.eps))
+
+    def __str__(self) -> str:
+        verdict = "every row is on the simplex" if self.ok else "NOT on the simplex"
+        bound = self.rounding_bound
+        error = f"below {bound:.0e}" if self.max_sum_error < bound else f"{self.max_sum_error:.2e}"
+        return (
+            f"{self.rows} rows of {self.length} shares: smallest share {self.min_share:.3g} "
+            f"({'>= 0' if self.min_share >= 0 else '< 0'}), largest |row sum - 1| {error} "
+            f"(tolerance {self.atol:.1e}): {verdict}"
+        )
+
+
+def simplex_check(weights: Any, atol: float | None = None) -> SimplexCheck:
+    """Check that each row of ``weights`` (..., n), along the last axis, is on the simplex.
+
+    A row is on the simplex when its entries are non-negative and sum to one.
+    ``atol`` bounds |row sum − 1|; by default the square root of the dtype's
+    machine epsilon (1.5e-8 in float64, 3.5e-4 in float32), room for the
+    rounding of a sum. numpy arrays or torch tensors; nothing is modified.
+
+    Raises TypeError for non-float input and ValueError for a 0-d array or
+    rows of length zero.
+    """
+    xp = namespace(weights)
+    require_floating(xp, weights, "weights")
+    if weights.ndim == 0 or weights.shape[-1] == 0:
+        raise ValueError(f"weights need rows along the last axis, got {describe(weights)}")
+    eps = float(xp.finfo(weights.dtype).eps)
+    if atol is None:
+        atol = math.sqrt(eps)
+    if is_torch_array(weights):
+        weights = weights.detach()  # only numbers are read; no autograd graph
+    sums = xp.sum(weights, axis=-1)  # (...,)
+    return SimplexCheck(
+        rows=math.prod(int(s) for s in weights.shape[:-1]),
+        length=int(weights.shape[-1]),
+        min_share=float(xp.min(weights)),
+        max_sum_error=float(xp.max(xp.abs(sums - 1.0))),
+        atol=float(atol),
+        eps=eps,
+    )
+
+
+def entropy(weights: Any, axis: int = -1) -> Any:
+    """Shannon entropy in nats of each row of shares ``weights`` along ``axis``.
+
+    0·log 0 counts as 0, so exact zeros (masked keys, sparsemax's zeros)
+    add nothing; ln(n) for n even shares, 0 for one-hot. numpy or torch;
+    the result has ``weights``' shape without ``axis``, in its dtype.
+    Raises TypeError for non-float input.
+    """
+    xp = namespace(weights)
+    require_floating(xp, weights, "weights")
+    safe = xp.where(weights > 0, weights, 1.0)  # log(1) = 0 where a weight is exactly 0
+    return -xp.sum(weights * xp.log(safe), axis=axis)
+
+
+def softmax_jacobian(p: Any, atol: float | None = None) -> Any:
+    """The Jacobian of softmax at shares ``p``: J[..., i, j] = ∂p_i/∂s_j = p_i (δ_ij − p_j).
+
+    ``p`` (..., n) holds rows of softmax output (numpy or torch, any float
+    dtype); the result is (..., n, n) in the same library, dtype and device,
+    batched over the leading dimensions. J is symmetric, its rows sum to zero
+    (adding a constant to every score changes nothing), and it tends to zero
+    as p approaches one-hot. The diagonal is computed as p_i Σ_{j≠i} p_j, not
+    p_i (1 − p_i): near one-hot, 1 − p_top rounds to 0 long before the other
+    weights do, and ‖J‖ would come out √3/2 of its value (exactly 2 (1 − p_top)
+    when a single runner-up holds the rest).
+
+    Raises TypeError for non-float input and ValueError if ``p`` is 0-d or a
+    row is not on the simplex (see `simplex_check`; ``atol`` is passed on).
+    """
+    check = simplex_check(p, atol)
+    if not check.ok:
+        raise ValueError(
+            f"softmax_jacobian needs rows of shares (softmax output) along the last axis; "
+            f"{describe(p)} is not: {check}"
+        )
+    xp = namespace(p)
+    n = p.shape[-1]
+    eye = xp.eye(n, dtype=p.dtype, device=device_of(p))  # (n, n)
+    others = p[..., None, :] * (1 - eye)  # (..., n, n): row i is p with p_i zeroed
+    rest = xp.sum(others, axis=-1)  # (..., n): Σ_{j≠i} p_j, exact where 1 − p_i is not
+    return (p * rest)[..., :, None] * eye - p[..., :, None] * others  # (..., n, n)
+
+
+def softmax_jacobian_norm(p: Any, atol: float | None = None) -> Any:
+    """The Frobenius norm of `softmax_jacobian` at each row of shares ``p`` (..., n): (...,).
+
+    How strongly a row's shares answer a small change of its scores: at
+    most 1/2 (two keys tied, the rest at zero), sqrt(1/n - 1/n²) for n even
+    shares, and 2 (1 - p_top) as a row nears one-hot with a single runner-up.
+    Computed from the exact Jacobian, so it stays accurate near one-hot where
+    ``diag(p) - p pᵀ`` and the closed form Σp² - 2Σp³ + (Σp²)² lose every
+    digit. Same library, dtype and device as ``p``; errors as
+    `softmax_jacobian` (``atol`` is passed on).
+    """
+    xp = namespace(p)
+    jac = softmax_jacobian(p, atol)  # (..., n, n)
+    return xp.sqrt(xp.sum(jac * jac, axis=(-2, -1)))  # (...,)

@@ -13,6 +13,11 @@ from support import make, qkv, to_numpy
 from attention_lib import scaled_dot_product_attention, softmax
 from attention_lib.fits import log_log_slope
 from attention_lib.lessons.alternatives import (
+    random_feature_error,
+    sink_experiment,
+    time_softmax_vs_linear,
+)
+from attention_lib.variants import (
     AdditiveParams,
     additive_attention,
     additive_hidden,
@@ -25,10 +30,7 @@ from attention_lib.lessons.alternatives import (
     linear_attention,
     performer_attention,
     performer_feature_map,
-    random_feature_error,
     random_projection,
-    sink_experiment,
-    time_softmax_vs_linear,
 )
 
 ALTERNATIVES = {
@@ -73,8 +75,10 @@ def test_additive_params_are_seeded_and_sized():
     assert a.w_query.shape == (7, 3) and a.w_key.shape == (7, 5) and a.v.shape == (7,)
     np.testing.assert_array_equal(a.w_key, b.w_key)
     assert not np.array_equal(a.v, additive_params(3, 5, hidden=7, seed=4).v)
-    with pytest.raises(ValueError, match=r"at least 1.*hidden=0"):
+    with pytest.raises(ValueError, match=r"hidden must be a positive integer, got 0"):
         additive_params(3, 5, hidden=0)
+    with pytest.raises(ValueError, match=r"query_width must be a positive integer, got 2\.0"):
+        additive_params(2.0, 5)
 
 
 def test_additive_hidden_units_saturate_when_the_weights_grow(lib):
@@ -200,8 +204,10 @@ def test_random_projection_rows_look_gaussian(orthogonal):
     if orthogonal:
         block = w[:16] / np.linalg.norm(w[:16], axis=1, keepdims=True)
         np.testing.assert_allclose(block @ block.T, np.eye(16), atol=1e-12)
-    with pytest.raises(ValueError, match=r"at least 1, got 0 and 5"):
+    with pytest.raises(ValueError, match=r"width must be a positive integer, got 0"):
         random_projection(0, 5)
+    with pytest.raises(ValueError, match=r"num_features must be a positive integer, got 0"):
+        random_projection(4, 0)
 
 
 def test_performer_converges_to_softmax_attention():

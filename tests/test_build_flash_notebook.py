@@ -21,8 +21,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from attention_lib.lessons.flash_solutions import FLASH_SOLUTIONS
-from attention_lib.lessons.triton_runner import skeleton_source
+from attention_lib.lessons.exercises import FLASH_SOLUTIONS, skeleton_source
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOK = NOTEBOOKS / "07_researcher_build_flash_attention.ipynb"

@@ -9,17 +9,15 @@ import numpy as np
 import pytest
 
 from attention_lib import softmax
-from attention_lib.lessons.exercises import (
+from attention_lib.lessons.exercises import SOLUTIONS, check_attention, check_scale_rule
+from attention_lib.lessons.exercises.attention import (
     HINT_MASK_AFTER,
     HINT_MASK_IGNORED,
     HINT_MASK_INVERTED,
     HINT_NO_SCALE,
     HINT_TOO_FLAT_D,
     HINT_WRONG_AXIS,
-    SOLUTIONS,
     attention_cases,
-    check_attention,
-    check_scale_rule,
 )
 from attention_lib.lessons.mistakes import attend_mask_after_softmax, attend_wrong_axis
 
@@ -354,8 +352,8 @@ def test_the_combined_mask_solution_and_a_right_mask_pass() -> None:
     ],
 )
 def test_the_usual_mask_mistakes_get_their_message(fn, cause: str, hint_name: str) -> None:
-    from attention_lib.lessons import exercises
     from attention_lib.lessons.exercises import check_combined_mask
+    from attention_lib.lessons.exercises import combined_mask as exercises
 
     report = check_combined_mask(fn, verbose=False)
     assert not report.passed and report.cause == cause
@@ -451,8 +449,8 @@ def test_the_decode_step_solution_and_a_right_step_pass() -> None:
     ],
 )
 def test_the_usual_decode_mistakes_get_their_message(fn, cause: str, hint_name: str) -> None:
-    from attention_lib.lessons import exercises
     from attention_lib.lessons.exercises import check_decode_step
+    from attention_lib.lessons.exercises import decode as exercises
 
     with np.errstate(invalid="ignore", divide="ignore"):  # a softmax over an empty cache
         report = check_decode_step(fn, verbose=False)

@@ -16,7 +16,7 @@ import pytest
 
 from attention_lib import entmax15, softmax, softmax1, sparsemax
 from attention_lib.explorers.alternatives import PANELS, AlternativesExplorer
-from attention_lib.lessons.alternatives import cosine_logits
+from attention_lib.variants import cosine_logits
 
 pytestmark = pytest.mark.filterwarnings("error")
 

@@ -18,33 +18,13 @@ import numpy as np
 import pytest
 from support import control_values, frame_and_full_draw
 
-from attention_lib.explorers import (
-    GradientExplorer,
-    NudgeExplorer,
-    OnlineSoftmaxExplorer,
-    ScalingExplorer,
-    SlotsExplorer,
-    ThreeStepsExplorer,
-    TilingExplorer,
-    VolumeKnobExplorer,
-)
-from attention_lib.explorers.alternatives import AlternativesExplorer
-from attention_lib.explorers.mistakes import MISTAKES, MistakeExplorer
+from attention_lib.explorers import VolumeKnobExplorer
+from attention_lib.explorers.registry import builds
 
 pytestmark = pytest.mark.filterwarnings("error")
 
-EXPLORERS = {
-    "VolumeKnob": VolumeKnobExplorer,
-    "ThreeSteps": ThreeStepsExplorer,
-    "Slots": SlotsExplorer,
-    "Nudge": NudgeExplorer,
-    "Scaling": lambda: ScalingExplorer(trials=200),
-    "Gradient": lambda: GradientExplorer(trials=200),
-    "OnlineSoftmax": OnlineSoftmaxExplorer,
-    "Tiling": TilingExplorer,
-    "Alternatives": AlternativesExplorer,
-    **{f"Mistake {name}": (lambda name=name: MistakeExplorer(name)) for name in MISTAKES},
-}
+#: every explorer the registry builds without the trained model: {test id: build}
+EXPLORERS = {test_id: build for test_id, (_, build) in builds().items()}
 
 
 @pytest.fixture

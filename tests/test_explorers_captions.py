@@ -30,7 +30,9 @@ import pytest
 from support import control_settings, legends_over_bars, texts_outside
 
 from attention_lib.explorers import (
+    AlternativesExplorer,
     GradientExplorer,
+    MistakeExplorer,
     NudgeExplorer,
     OnlineSoftmaxExplorer,
     ScalingExplorer,
@@ -39,9 +41,8 @@ from attention_lib.explorers import (
     TilingExplorer,
     VolumeKnobExplorer,
 )
-from attention_lib.explorers.alternatives import AlternativesExplorer
-from attention_lib.explorers.crowded_room import WORD_VALUES, _percent, three_steps
-from attention_lib.explorers.mistakes import MISTAKES, MistakeExplorer
+from attention_lib.explorers.registry import builds
+from attention_lib.lessons.crowded_room import WORD_VALUES, percent, three_steps
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -68,10 +69,10 @@ def check_volume_knob(e: VolumeKnobExplorer) -> None:
     shares = heights(e.bars)
     top = int(np.argmax(shares))
     title = e.ax.get_title()
-    assert f"{e.names[top]} gets {_percent(shares[top])} of your attention" in title, title
+    assert f"{e.names[top]} gets {percent(shares[top])} of your attention" in title, title
     assert abs(number(r"volume ×([\d.]+)", title) - e.volume.value) <= 0.005 + 1e-9
     for label, share in zip(e.labels, shares, strict=True):
-        assert label.get_text() == _percent(share)
+        assert label.get_text() == percent(share)
 
 
 def check_three_steps(e: ThreeStepsExplorer) -> None:
@@ -114,8 +115,8 @@ def check_nudge(e: NudgeExplorer) -> None:
         assert "nothing moves" in headline, headline
     else:
         assert headline == (
-            f"The same nudge moves {_percent(calm)} of the calm room's attention, "
-            f"{_percent(loud)} of the loud room's"
+            f"The same nudge moves {percent(calm)} of the calm room's attention, "
+            f"{percent(loud)} of the loud room's"
         ), headline
 
 
@@ -249,26 +250,31 @@ def check_mistake(e: MistakeExplorer) -> None:
     assert active in e.code.value
 
 
-EXPLORERS = {
-    "VolumeKnob": (VolumeKnobExplorer, check_volume_knob),
-    "ThreeSteps": (ThreeStepsExplorer, check_three_steps),
-    "Slots": (SlotsExplorer, check_slots),
-    "Nudge": (NudgeExplorer, check_nudge),
-    "Scaling": (lambda: ScalingExplorer(trials=300), check_scaling),
-    "Gradient": (lambda: GradientExplorer(trials=200), check_gradient),
-    "OnlineSoftmax": (OnlineSoftmaxExplorer, check_online),
-    "Tiling": (TilingExplorer, check_tiling),
-    "Alternatives": (AlternativesExplorer, check_alternatives),
-    **{
-        f"Mistake {name}": (lambda name=name: MistakeExplorer(name), check_mistake)
-        for name in MISTAKES
-    },
+#: the caption check of every explorer class that the fast tests build (the registry's)
+CHECKS = {
+    VolumeKnobExplorer: check_volume_knob,
+    ThreeStepsExplorer: check_three_steps,
+    SlotsExplorer: check_slots,
+    NudgeExplorer: check_nudge,
+    ScalingExplorer: check_scaling,
+    GradientExplorer: check_gradient,
+    OnlineSoftmaxExplorer: check_online,
+    TilingExplorer: check_tiling,
+    AlternativesExplorer: check_alternatives,
+    MistakeExplorer: check_mistake,
 }
+EXPLORERS = builds()  # {test id: (registry entry, build)}
+
+
+def test_every_explorer_the_registry_builds_has_a_caption_check():
+    missing = {entry.name for entry, _ in EXPLORERS.values()} - {cls.__name__ for cls in CHECKS}
+    assert not missing, f"add a check for {sorted(missing)} to CHECKS in {__file__}"
 
 
 @pytest.mark.parametrize("name", list(EXPLORERS))
 def test_every_caption_is_true_and_inside_the_figure_at_every_setting(name):
-    make, check = EXPLORERS[name]
+    entry, make = EXPLORERS[name]
+    check = CHECKS[entry.cls]
     explorer = make()
     assert texts_outside(explorer.fig) == [], "texts cut at the first draw"
     settings = 0

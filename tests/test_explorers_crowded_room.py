@@ -18,21 +18,23 @@ import numpy as np
 import pytest
 
 from attention_lib import softmax
-from attention_lib.explorers.crowded_room import (
-    FRIENDS,
-    LESSON_HEAD_SLOTS,
-    LESSON_SCORES,
-    RELEVANCE,
+from attention_lib.explorers import (
     NudgeExplorer,
     SlotsExplorer,
     ThreeStepsExplorer,
     VolumeKnobExplorer,
+)
+from attention_lib.lessons.crowded_room import (
+    FRIENDS,
+    LESSON_HEAD_SLOTS,
+    LESSON_SCORES,
+    RELEVANCE,
     changed_hands,
     format_three_steps,
     learning_signal,
-    room_shares,
     three_steps,
 )
+from attention_lib.scales import turn_volume
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -119,9 +121,9 @@ def test_volume_extremes_blur_and_pick_a_winner():
     assert explorer.ax.get_title() == "volume ×100.00: Ana gets 100% of your attention"
 
 
-def test_room_shares_refuses_a_negative_volume_and_mismatched_names():
+def test_the_volume_knob_refuses_a_negative_volume_and_mismatched_names():
     with pytest.raises(ValueError, match=r"volume must be a finite number >= 0, got -1"):
-        room_shares(RELEVANCE, -1.0)
+        turn_volume(RELEVANCE, -1.0)
     with pytest.raises(ValueError, match=r"got 2 names for 5 relevance scores"):
         VolumeKnobExplorer(RELEVANCE, names=("Ana", "Ben"))
     with pytest.raises(ValueError, match=r"relevance must be a 1-d list of at least 2 scores"):
@@ -191,7 +193,7 @@ def test_three_steps_refuses_mismatched_inputs():
         ValueError, match=r"got 2 words and 3 features for values of shape \(4, 3\)"
     ):
         three_steps(words=("a", "b"))
-    with pytest.raises(ValueError, match=r"at least 1 slot, got 0"):
+    with pytest.raises(ValueError, match=r"slots must be a positive integer, got 0"):
         three_steps(slots=0)
 
 

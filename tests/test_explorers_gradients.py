@@ -18,21 +18,17 @@ import pytest
 from support import legends_over_bars, texts_outside
 
 from attention_lib import softmax
-from attention_lib.explorers.gradients import (
-    GradientExplorer,
-    QKNormExplorer,
+from attention_lib.explorers import GradientExplorer, QKNormExplorer
+from attention_lib.lessons.figures import retrieval_figure, spread_figure
+from attention_lib.lessons.saturation import (
     describe_training,
-    spread_figure,
-    training_figure,
-)
-from attention_lib.lessons.research import qk_norm_view
-from attention_lib.lessons.scaling_stats import POWER_OF_TWO_WIDTHS, scale_for
-from attention_lib.lessons.theory import (
-    dot_product_samples,
     jacobian_norms,
-    softmax_jacobian,
+    qk_norm_view,
     train_retrieval_head,
 )
+from attention_lib.lessons.scaling import POWER_OF_TWO_WIDTHS, dot_product_samples
+from attention_lib.normalisers import softmax_jacobian
+from attention_lib.scales import scale_for
 
 pytestmark = pytest.mark.filterwarnings("error")  # no RuntimeWarning, no matplotlib warning
 
@@ -155,10 +151,10 @@ def test_every_extreme_draws_cleanly(explorer, draws):
         explorer.fig.canvas.draw()
 
 
-def test_training_figure_draws_both_runs():
+def test_retrieval_figure_draws_both_runs():
     u = train_retrieval_head(1.0, steps=30, seed=1)
     s = train_retrieval_head(None, steps=30, seed=1)
-    fig = training_figure(u, s, window=5)
+    fig = retrieval_figure(u, s, window=5)
     ax_loss, ax_ent = fig.axes
     raw_u, smooth_u, raw_s, smooth_s = ax_loss.get_lines()
     np.testing.assert_array_equal(raw_u.get_ydata(), u.loss)
@@ -179,7 +175,7 @@ def test_training_figure_draws_both_runs():
     fig.canvas.draw()
     plt.close(fig)
     with pytest.raises(ValueError, match="the runs must match: got 30 steps over 16 keys and 3"):
-        training_figure(u, train_retrieval_head(None, steps=3))
+        retrieval_figure(u, train_retrieval_head(None, steps=3))
 
 
 def test_spread_figure_draws_raw_and_scaled_scores():

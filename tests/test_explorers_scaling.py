@@ -14,13 +14,9 @@ import pytest
 
 from attention_lib import attention_weights
 from attention_lib.explorers import ScalingExplorer
-from attention_lib.lessons.scaling_stats import (
-    POWER_OF_TWO_WIDTHS,
-    entropy,
-    scale_for,
-    sweep_widths,
-    weight_stats,
-)
+from attention_lib.lessons.scaling import POWER_OF_TWO_WIDTHS, sweep_widths, weight_stats
+from attention_lib.normalisers import entropy
+from attention_lib.scales import scale_for
 
 pytestmark = pytest.mark.filterwarnings("error")  # no RuntimeWarning, no matplotlib warning
 
@@ -247,8 +243,10 @@ def test_weight_stats_at_the_two_ends() -> None:
 
 
 def test_sweep_refuses_bad_input() -> None:
-    with pytest.raises(ValueError, match="widths must be positive integers"):
+    with pytest.raises(ValueError, match="every width must be a positive integer, got 0"):
         sweep_widths((0, 4))
+    with pytest.raises(ValueError, match="need at least one width"):
+        sweep_widths(())
     with pytest.raises(ValueError, match="at least 1 trial and 2 keys"):
         sweep_widths((4,), keys=1)
     with pytest.raises(ValueError, match="need one scale per width"):

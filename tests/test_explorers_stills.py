@@ -27,20 +27,10 @@ import pytest
 from PIL import Image
 from support import texts_outside
 
-from attention_lib.explorers import (
-    GradientExplorer,
-    NudgeExplorer,
-    OnlineSoftmaxExplorer,
-    ScalingExplorer,
-    SlotsExplorer,
-    ThreeStepsExplorer,
-    TilingExplorer,
-    VolumeKnobExplorer,
-)
-from attention_lib.explorers.alternatives import AlternativesExplorer
+from attention_lib.explorers import ScalingExplorer, VolumeKnobExplorer
 from attention_lib.explorers.canvas import STILL_NOTE, fit_class, fit_css
 from attention_lib.explorers.controls import SLIDER_TRACK_PX
-from attention_lib.explorers.mistakes import MISTAKES, MistakeExplorer
+from attention_lib.explorers.registry import builds
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -48,18 +38,8 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 MAX_WIDTH_PX = 840  # the output area of a 1280 x 800 screen with the file browser open: 848
 MAX_HEIGHT_PX = 560  # + two rows of controls (about 72 px) stays under 640
 
-EXPLORERS = {
-    "VolumeKnob": VolumeKnobExplorer,
-    "ThreeSteps": ThreeStepsExplorer,
-    "Slots": SlotsExplorer,
-    "Nudge": NudgeExplorer,
-    "Scaling": lambda: ScalingExplorer(trials=200),
-    "Gradient": lambda: GradientExplorer(trials=200),
-    "OnlineSoftmax": OnlineSoftmaxExplorer,
-    "Tiling": TilingExplorer,
-    "Alternatives": AlternativesExplorer,
-    **{f"Mistake {name}": (lambda name=name: MistakeExplorer(name)) for name in MISTAKES},
-}
+#: every explorer the registry builds without the trained model: {test id: build}
+EXPLORERS = {test_id: build for test_id, (_, build) in builds().items()}
 
 
 def decode_html_png(html: str) -> np.ndarray:

@@ -16,11 +16,17 @@ from support import control_values, frame_and_full_draw, legends_over_bars
 from attention_lib.explorers import HeadMapsExplorer, WhereItLooksExplorer
 from attention_lib.explorers.base import ExplorerBox
 from attention_lib.explorers.canvas import STILL_NOTE
+from attention_lib.explorers.registry import builds
 from attention_lib.explorers.trained import masked_staircase, volume_words
 
 pytestmark = pytest.mark.filterwarnings("error")
 
-EXPLORERS = {"WhereItLooks": WhereItLooksExplorer, "HeadMaps": HeadMapsExplorer}
+#: the registry's explorers of this module (on the trained model): {test id: build}
+EXPLORERS = {
+    test_id: build
+    for test_id, (entry, build) in builds(loads_model=True).items()
+    if entry.cls.__module__ == "attention_lib.explorers.trained"
+}
 CONTROL_ROW_PX = 40  # one row of ipywidgets controls, as JupyterLab draws them
 MAX_HEIGHT_PX = 640
 SMALL_CELL_PX = 577  # a 1024 x 768 screen's output area, JupyterLab's file browser open

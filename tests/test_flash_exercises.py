@@ -13,16 +13,17 @@ import math
 import numpy as np
 import pytest
 
+from attention_lib.core import masked_scores
 from attention_lib.explorers.reveal import feedback
-from attention_lib.lessons.backward_exercise import backward_cases, check_flash_backward
-from attention_lib.lessons.flash_checks import masked_scores, rows_text
-from attention_lib.lessons.flash_solutions import (
+from attention_lib.lessons.exercises.base import rows_text
+from attention_lib.lessons.exercises.flash_backward import backward_cases, check_flash_backward
+from attention_lib.lessons.exercises.flash_forward import check_flash_forward, forward_cases
+from attention_lib.lessons.exercises.online_update import check_online_update, update_cases
+from attention_lib.lessons.exercises.solutions import (
     FLASH_SOLUTIONS,
     solution_function,
     solution_scope,
 )
-from attention_lib.lessons.online_exercise import check_online_update, update_cases
-from attention_lib.lessons.tiled_exercise import check_flash_forward, forward_cases
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -277,7 +278,7 @@ def test_forward_cases_cover_what_the_exercise_promises():
     assert any(len(c.query) < len(c.key) and c.is_causal for c in cases)
     assert any(len(c.query) > len(c.key) and c.is_causal for c in cases)
     assert any(len(c.key) % c.block_k and len(c.query) % c.block_q for c in cases)
-    assert any(np.abs(masked_scores(c.query, c.key, False)).max() > 709 for c in cases)
+    assert any(np.abs(masked_scores(c.query, c.key)).max() > 709 for c in cases)
 
 
 # -- exercise 3: wrong backward passes -----------------------------------------------------

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from attention_lib.lessons.head_stats import (
+from attention_lib.lessons.saturation import jacobian_row_norms
+from attention_lib.model.head_stats import (
     alignment_ratio,
     attended_cosine,
     head_summary,
@@ -22,7 +23,6 @@ from attention_lib.lessons.head_stats import (
     saturation_step,
     top_weight,
 )
-from attention_lib.lessons.theory import jacobian_row_norms
 from attention_lib.normalisers import softmax
 
 T = 5
@@ -59,7 +59,13 @@ def test_uniform_weights_have_entropy_ln_n_and_the_largest_jacobian():
     assert saturated_fraction(weights, rows) == pytest.approx([0.0])
 
 
-def test_the_closed_form_jacobian_norm_matches_the_full_matrix():
+def closed_form_norm(p: np.ndarray) -> np.ndarray:
+    """||diag(p) - p pᵀ||_F of each row, written out: sqrt(Σp² - 2Σp³ + (Σp²)²)."""
+    s2, s3 = (p**2).sum(axis=-1), (p**3).sum(axis=-1)
+    return np.sqrt(np.maximum(s2 - 2 * s3 + s2**2, 0.0))
+
+
+def test_the_jacobian_norm_matches_the_full_matrix_and_the_closed_form():
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(3, 2, T, T)) * 2
     weights = causal_softmax(logits)
@@ -68,6 +74,36 @@ def test_the_closed_form_jacobian_norm_matches_the_full_matrix():
     full = jacobian_row_norms(np.where(keep, logits, -np.inf))  # (3, 2, T)
     expected = [(full[:, h][rows]).mean() for h in range(2)]
     assert jacobian_norm(weights, rows) == pytest.approx(expected, rel=1e-12)
+    closed = closed_form_norm(weights)  # (3, 2, T)
+    by_hand = [(closed[:, h][rows]).mean() for h in range(2)]
+    assert jacobian_norm(weights, rows) == pytest.approx(by_hand, rel=1e-12)
+
+
+def test_the_jacobian_norm_stays_exact_near_one_hot():
+    """Rows (1 - ε, ε, 0, ...): ||J|| = 2ε(1 - ε) exactly; the closed form loses every digit
+    (its terms are O(1) and cancel to O(ε²)), so it cannot be the norm recorded for a head."""
+    eps = 1e-10
+    weights = np.zeros((1, 1, T, T))
+    weights[..., 0, 0] = 1.0
+    weights[..., 1:, 0], weights[..., 1:, 1] = 1 - eps, eps
+    rows = row_mask(np.array([T]), T)
+    assert jacobian_norm(weights, rows)[0] == pytest.approx(2 * eps * (1 - eps), rel=1e-9)
+    assert closed_form_norm(weights[0, 0, 1]) != pytest.approx(2 * eps, rel=1e-2)
+
+
+def test_float32_weights_are_held_to_float32s_simplex():
+    """A float32 model's rows sum to one within float32's rounding, not float64's."""
+    import torch
+
+    logits = torch.randn(2, 2, T, T, generator=torch.Generator().manual_seed(0))
+    keep = torch.ones(T, T, dtype=torch.bool).tril()
+    weights = torch.softmax(logits.masked_fill(~keep, float("-inf")), dim=-1)  # float32
+    rows = row_mask(np.array([T, 3]), T)
+    closed = closed_form_norm(weights.double().numpy())  # (2, 2, T), far from one-hot
+    expected = [(closed[:, h][rows]).mean() for h in range(2)]
+    np.testing.assert_allclose(jacobian_norm(weights, rows), expected, rtol=1e-6)
+    with pytest.raises(ValueError, match="NOT on the simplex"):  # float64's tolerance is tighter
+        jacobian_norm(weights.double().numpy() * (1 + 1e-6), rows)
 
 
 def test_one_hot_rows_are_saturated_with_no_gradient():

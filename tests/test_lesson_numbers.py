@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from attention_lib import scaled_dot_product_attention, softmax
-from attention_lib.lessons.scaling_stats import WidthSweep, sweep_widths
+from attention_lib.lessons.scaling import WidthSweep, sweep_widths
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_developer_scaling.ipynb"
 

@@ -17,7 +17,10 @@ from attention_lib.lessons.mistakes import (
     check_not_saturated,
     check_rows_sum_to_one,
     check_scale_matches_head_width,
+    future_leak,
+    multi_head_qk,
     qk_normalised_weights,
+    random_rows,
     run_mask_after_softmax,
     run_model_width_scale,
     run_scale_as_knob,
@@ -126,6 +129,26 @@ def test_future_leak_check(qkv: tuple) -> None:
     )
     with pytest.raises(MistakeCaught, match="changing the last key moved the outputs"):
         check_no_future_leak(lambda a, b, c: attend_mask_after_softmax(a, b, c, keep), q, k, v)
+    # the measure itself: rounding for the fix, a real move for the mistake; inputs untouched
+    before = [x.copy() for x in (q, k, v)]
+    assert future_leak(right, q, k, v) < 1e-12
+    leak = future_leak(lambda a, b, c: attend_mask_after_softmax(a, b, c, keep), q, k, v)
+    assert leak > 0.01
+    assert all(np.array_equal(x, y) for x, y in zip(before, (q, k, v), strict=True))
+
+
+def test_the_mistakes_share_their_seeded_inputs_with_the_explorer() -> None:
+    """One definition of each mistake's inputs: the run and the explorer draw the same."""
+    from attention_lib.explorers import MistakeExplorer
+
+    q, k = random_rows(16, 64, 2)
+    assert q.shape == k.shape == (16, 64) and not np.array_equal(q, k)
+    np.testing.assert_array_equal(random_rows(16, 64, 3)[1], k)  # one generator, in turn
+    explorer = MistakeExplorer("scale as a knob")
+    np.testing.assert_array_equal(explorer.q, q)
+    heads_q, heads_k = multi_head_qk(512, 8, 16)
+    assert heads_q.shape == heads_k.shape == (8, 16, 64)
+    np.testing.assert_array_equal(MistakeExplorer("model width").k, heads_k)
 
 
 def test_attend_mask_after_softmax_without_mask_is_plain_attention(qkv: tuple) -> None:

@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 import torch
 
-from attention_lib.lessons.model_views import (
+from attention_lib.model.report import load_report
+from attention_lib.model.views import (
     SWAP_BOUNDS,
     attention_maps,
     heldout_check,
     pointer_head,
     showcase,
     swap_attention,
-    turn_volume,
     where_it_looks,
 )
-from attention_lib.lessons.training import load_report
+from attention_lib.scales import turn_volume
 
 
 @pytest.mark.parametrize("sentence", showcase("pronoun"))
@@ -84,7 +84,7 @@ def test_the_loaded_weights_are_the_reported_ones():
 
 
 def test_the_swaps_print_as_stated_bounds():
-    from attention_lib.lessons.model_views import describe_swaps
+    from attention_lib.model.views import describe_swaps
 
     lines = describe_swaps().splitlines()
     assert len(lines) == 5
@@ -93,7 +93,7 @@ def test_the_swaps_print_as_stated_bounds():
 
 
 def test_the_volume_sweep_notebook_01_prints_is_far_from_any_flip():
-    from attention_lib.lessons.model_views import format_volume_sweep, volume_sweep
+    from attention_lib.model.views import format_volume_sweep, volume_sweep
 
     rows = volume_sweep()
     assert [(r["volume"], r["right"], r["total"]) for r in rows] == [

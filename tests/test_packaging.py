@@ -49,7 +49,11 @@ def test_every_requirement_is_pinned_exactly():
 
 def test_import_does_not_load_torch_or_triton():
     code = (
-        "import sys, attention_lib, attention_lib.lessons.exercises, attention_lib.explorers; "
+        "import sys, attention_lib, attention_lib.lessons.exercises, attention_lib.explorers, "
+        "attention_lib.explorers.registry, attention_lib.variants, attention_lib.scales, "
+        "attention_lib.lessons.saturation, attention_lib.lessons.scaling, "
+        "attention_lib.lessons.figures, attention_lib.lessons.alternatives, "
+        "attention_lib.model.catalogue, attention_lib.model.report; "
         "loaded = [m for m in ('torch', 'triton') if m in sys.modules]; "
         "assert not loaded, loaded"
     )

@@ -7,18 +7,17 @@ import math
 import numpy as np
 import pytest
 
-from attention_lib.lessons.head_stats import saturation_step
-from attention_lib.lessons.research import (
-    alignment_table,
+from attention_lib.lessons.printing import format_table
+from attention_lib.lessons.saturation import (
     fit_qk_temperature,
-    format_table,
     head_table,
     qk_norm_view,
     saturation_table,
     score_gradient_check,
-    width_growth,
 )
-from attention_lib.lessons.training import load_report
+from attention_lib.lessons.scaling import alignment_table, width_growth
+from attention_lib.model.head_stats import saturation_step
+from attention_lib.model.report import load_report
 
 
 @pytest.mark.parametrize("width", [4, 64, 1024])

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from attention_lib.lessons.rounding import ROUNDING_BOUND, format_difference
+from attention_lib.lessons.printing import ROUNDING_BOUND, format_difference
 
 
 @pytest.mark.parametrize(
@@ -33,5 +33,5 @@ def test_format_difference_options() -> None:
     assert format_difference(math.nan) == "nan"
     with pytest.raises(ValueError, match="bound must be positive and finite, got 0"):
         format_difference(1.0, bound=0)
-    with pytest.raises(ValueError, match="digits must be at least 1, got 0"):
+    with pytest.raises(ValueError, match="digits must be a positive integer, got 0"):
         format_difference(1.0, digits=0)

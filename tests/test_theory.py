@@ -15,19 +15,21 @@ import torch
 from support import make, to_numpy
 
 from attention_lib import attention_weights, softmax
-from attention_lib.lessons.scaling_stats import scale_for, sweep_widths
-from attention_lib.lessons.theory import (
+from attention_lib.lessons.saturation import (
     RetrievalRun,
-    VarianceCheck,
     compare_retrieval_heads,
-    dot_product_samples,
-    dot_product_variance,
     jacobian_norms,
     jacobian_row_norms,
-    simplex_check,
-    softmax_jacobian,
     train_retrieval_head,
 )
+from attention_lib.lessons.scaling import (
+    VarianceCheck,
+    dot_product_samples,
+    dot_product_variance,
+    sweep_widths,
+)
+from attention_lib.normalisers import simplex_check, softmax_jacobian
+from attention_lib.scales import scale_for
 
 # A seeded estimate may miss the theory by sampling error only: we allow 4 standard
 # errors (VarianceCheck.standard_error, derived for Gaussian components), which a

@@ -12,19 +12,24 @@ import numpy as np
 import pytest
 from support import texts_outside
 
-from attention_lib.explorers.alternatives import sink_figure, sink_headline, timing_figure
-from attention_lib.explorers.crowded_room import sharing_headline, sharing_picture, three_steps
-from attention_lib.explorers.gradients import describe_training, training_figure
 from attention_lib.lessons.alternatives import (
     SinkRun,
     TimingRow,
     describe_slopes,
     growth_words,
+    sink_headline,
     time_softmax_vs_linear,
     timing_slopes,
     timing_warnings,
 )
-from attention_lib.lessons.theory import RetrievalRun
+from attention_lib.lessons.crowded_room import sharing_headline, three_steps
+from attention_lib.lessons.figures import (
+    retrieval_figure,
+    sharing_picture,
+    sink_figure,
+    timing_figure,
+)
+from attention_lib.lessons.saturation import RetrievalRun, describe_training
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -45,8 +50,10 @@ def test_timing_measures_every_length_with_a_spread():
     ("kwargs", "match"),
     [
         ({"lengths": ()}, r"need lengths >= 1.*lengths \(\)"),
-        ({"lengths": (16,), "repeats": 0}, r"repeats 0"),
-        ({"lengths": (16,), "width": 0}, r"width 0"),
+        ({"lengths": (16,), "repeats": 0}, r"repeats must be a positive integer, got 0"),
+        ({"lengths": (16,), "width": 0}, r"width must be a positive integer, got 0"),
+        ({"lengths": (16, 0)}, r"every length must be a positive integer, got 0"),
+        ({"lengths": (16,), "warmup": -1}, r"warmup must be >= 0, got -1"),
     ],
 )
 def test_timing_refuses_bad_arguments(kwargs, match):
@@ -150,7 +157,7 @@ def test_the_training_caption_says_what_the_loss_did():
     assert "below 0.1 by step" in text.splitlines()[1]
     slow = retrieval(1.0, np.linspace(1.8, 0.6, 150))
     assert "falls from 1.8 to 0.64 (64% lower)" in describe_training(slow, falling)
-    fig = training_figure(slow, falling)
+    fig = retrieval_figure(slow, falling)
     assert fig.get_suptitle() == describe_training(slow, falling)
     assert fig.bbox.width <= 840 and texts_outside(fig) == []
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from attention_lib.lessons.tiny_model import (
+from attention_lib.model.catalogue import TRAINED
+from attention_lib.model.tiny_model import (
     ATTENTION,
-    TRAINED,
     ModelConfig,
     TinyTransformer,
     causal_mask_for,
@@ -125,6 +125,10 @@ def test_causal_masks_top_left_and_bottom_right():
     assert torch.equal(causal_mask_for(3, 3, "top_left"), causal_mask_for(3, 3, "bottom_right"))
     with pytest.raises(ValueError, match="alignment"):
         causal_mask_for(2, 4, "middle")
+    with pytest.raises(ValueError, match="queries must be a positive integer, got 0"):
+        causal_mask_for(0, 4)
+    with pytest.raises(ValueError, match=r"keys must be a positive integer, got 2\.0"):
+        causal_mask_for(2, 2.0)
 
 
 def test_a_kv_cache_with_bottom_right_alignment_reproduces_the_whole_run():
@@ -144,7 +148,7 @@ def test_a_kv_cache_with_bottom_right_alignment_reproduces_the_whole_run():
 
 
 def test_weights_round_trip_through_npz(tmp_path):
-    from attention_lib.lessons.corpus import build_corpus
+    from attention_lib.model.corpus import build_corpus
 
     corpus = build_corpus()
     model = TinyTransformer(ModelConfig(len(corpus.vocab), corpus.length, head_width=8))

@@ -16,17 +16,11 @@ import numpy as np
 import pytest
 import torch
 
-from attention_lib.lessons.corpus import build_corpus
-from attention_lib.lessons.head_stats import METRICS
-from attention_lib.lessons.tiny_model import TRAINED, trained_dir
-from attention_lib.lessons.training import (
-    TOLERANCES,
-    TrainConfig,
-    compare,
-    load_report,
-    main,
-    train,
-)
+from attention_lib.model.catalogue import MODEL_LABELS, TRAINED, trained_dir
+from attention_lib.model.corpus import build_corpus
+from attention_lib.model.head_stats import METRICS
+from attention_lib.model.report import TOLERANCES, compare, load_report
+from attention_lib.model.training import TrainConfig, main, train
 
 SHORT = replace(
     TrainConfig(),
@@ -139,7 +133,7 @@ def test_compare_passes_a_report_against_itself_and_flags_a_drift(report):
 @pytest.mark.slow
 def test_the_command_writes_weights_and_report_and_checks_them(tmp_path, capsys):
     args = ["--models", "sqrt_d16", "--steps", "12", "--out", str(tmp_path)]
-    assert main([*args, "--no-figure"]) == 0
+    assert main(args) == 0
     written = json.loads((tmp_path / "report.json").read_text())
     assert written["models"]["sqrt_d16"]["file_bytes"] == (tmp_path / "sqrt_d16.npz").stat().st_size
     assert main([*args, "--check"]) == 0
@@ -153,15 +147,13 @@ def test_an_unknown_model_is_refused():
 
 
 def test_the_models_are_described_from_the_report(report):
-    from attention_lib.lessons.training import describe_models
+    from attention_lib.model.report import describe_models
 
     text = describe_models(report)
     lines = text.splitlines()
     assert lines[0].split()[:2] == ["model", "scale"]
     rows = {line.split("  ")[0].strip(): line.split() for line in lines[1:5]}
     for name, run in report["models"].items():
-        from attention_lib.lessons.model_figures import MODEL_LABELS
-
         cells = rows[MODEL_LABELS[name]]
         # scale, query/key width, value width, parameters, held-out pronoun accuracy
         assert cells[-5:] == [
@@ -184,8 +176,6 @@ def test_the_models_are_described_from_the_report(report):
 
 def test_notebook_00_describes_the_models_the_report_holds(report):
     # 00 describes the trained models once, in a table; it must be the report's models
-    from attention_lib.lessons.model_figures import MODEL_LABELS
-
     notebook = trained_dir().parents[2] / "notebooks" / "00_start_here.ipynb"
     text = "".join("".join(c["source"]) for c in json.loads(notebook.read_text())["cells"])
     rows = [line.split("|")[1:-1] for line in text.splitlines() if line.startswith("| 1/")]
@@ -200,3 +190,19 @@ def test_notebook_00_describes_the_models_the_report_holds(report):
     assert shape == {(2, 4)} and "two layers of four heads, model width 64" in prose
     assert {run["model"]["value_width"] for run in report["models"].values()} == {16}
     assert "values of width 16 in every head" in prose
+
+
+def test_make_model_draws_the_report_beside_it(tmp_path):
+    """``make model``'s second step: the report's figure, written as report.png next to it."""
+    import shutil
+    import subprocess
+    import sys
+
+    from PIL import Image
+
+    shutil.copy(trained_dir() / "report.json", tmp_path / "report.json")
+    command = [sys.executable, "-m", "attention_lib.lessons.figures", str(tmp_path / "report.json")]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert f"wrote {tmp_path / 'report.png'}" in done.stdout
+    with Image.open(tmp_path / "report.png") as image:
+        assert image.format == "PNG" and image.size == (576, 540)  # 8 x 7.5 in at 72 dpi

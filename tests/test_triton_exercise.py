@@ -24,14 +24,13 @@ from pathlib import Path
 import pytest
 
 from attention_lib.explorers.reveal import feedback
-from attention_lib.lessons.flash_solutions import FLASH_SOLUTIONS
-from attention_lib.lessons.triton_exercise import (
-    ARGUMENTS,
+from attention_lib.lessons.exercises import FLASH_SOLUTIONS, skeleton_source
+from attention_lib.lessons.exercises.key_block import (
     check_key_block,
     check_key_blocks,
     kernel_cases,
-    skeleton_source,
 )
+from attention_lib.lessons.exercises.triton_runner import ARGUMENTS
 
 needs_triton = pytest.mark.skipif(
     importlib.util.find_spec("triton") is None,
@@ -145,7 +144,7 @@ def test_sources_that_cannot_run_are_explained_without_the_interpreter():
 def test_a_machine_without_triton_or_a_kernel_without_end_is_told_in_one_line(monkeypatch):
     import importlib.util as util
 
-    from attention_lib.lessons import triton_exercise
+    from attention_lib.lessons.exercises import key_block
 
     real = util.find_spec
 
@@ -160,7 +159,7 @@ def test_a_machine_without_triton_or_a_kernel_without_end_is_told_in_one_line(mo
     def never_ends(bodies, launches):
         raise subprocess.TimeoutExpired("python", 600)
 
-    monkeypatch.setattr(triton_exercise, "run_bodies", never_ends)
+    monkeypatch.setattr(key_block, "run_bodies", never_ends)
     stuck = check_key_block(SOLUTION, verbose=False)
     assert stuck.cause == "timeout" and "did not finish in 600 s" in str(stuck)
 
@@ -186,7 +185,7 @@ def _front_end_for_sm80_and_sm90() -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from attention_lib.lessons import triton_skeleton
+    from attention_lib.lessons.exercises import triton_skeleton
 
     path = Path(tempfile.mkdtemp()) / "key_block_solution.py"
     path.write_text(SOLUTION)  # triton reads the source back from a file

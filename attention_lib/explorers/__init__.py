@@ -1,21 +1,50 @@
-"""Explorers: the slider apps the notebooks display.
+"""Explorers: the slider apps the notebooks display. They choose inputs and draw.
 
 Each explorer builds its figure once and, when a control moves, updates the
-artists it drew (``set_data``, ``set_height``...) and asks for a redraw. The
+artists it drew (``set_data``, ``set_height``...) and asks for a redraw. Its
+numbers are a call into the lessons (`attention_lib.lessons`) or the
+library; nothing is computed here that a lesson or a test would need. The
 tests drive the same objects in-process by setting ``control.value``.
+
+    crowded_room   notebook 01: the volume knob, the three steps, slots, a nudge
+    trained        notebooks 01, 02: where "it" looks, every head's map (the trained model)
+    scaling        notebook 02: head width and scale against the weights
+    mistakes       notebook 03: the four common mistakes, toggled
+    gradients      notebook 04: the softmax Jacobian against the width; QK-norm
+    tiling         notebooks 05, 07: the online softmax stepped through; the tiles
+    alternatives   notebook 06: eight ways to weight the same keys
+
+    registry       every explorer, where it is shown and how tests build it
+    base · canvas · controls · frames · reveal
+                   the pattern they share, the ipympl canvas and its still picture,
+                   sized controls, fast frames, and predictions and solution gates
+
+Every explorer class is importable from here. Importing this package does
+not import torch: the explorers on the trained model load it when built.
 """
 
+from .alternatives import AlternativesExplorer
 from .base import Explorer
 from .crowded_room import NudgeExplorer, SlotsExplorer, ThreeStepsExplorer, VolumeKnobExplorer
-from .gradients import GradientExplorer
+from .gradients import GradientExplorer, QKNormExplorer
 from .mistakes import MistakeExplorer
 from .scaling import ScalingExplorer
 from .tiling import OnlineSoftmaxExplorer, TilingExplorer
 from .trained import HeadMapsExplorer, WhereItLooksExplorer
 
-__all__ = ["Explorer"]
-__all__ += ["ScalingExplorer"]
-__all__ += ["NudgeExplorer", "SlotsExplorer", "ThreeStepsExplorer", "VolumeKnobExplorer"]
-__all__ += ["GradientExplorer", "MistakeExplorer"]
-__all__ += ["OnlineSoftmaxExplorer", "TilingExplorer"]
-__all__ += ["HeadMapsExplorer", "WhereItLooksExplorer"]
+__all__ = [
+    "AlternativesExplorer",
+    "Explorer",
+    "GradientExplorer",
+    "HeadMapsExplorer",
+    "MistakeExplorer",
+    "NudgeExplorer",
+    "OnlineSoftmaxExplorer",
+    "QKNormExplorer",
+    "ScalingExplorer",
+    "SlotsExplorer",
+    "ThreeStepsExplorer",
+    "TilingExplorer",
+    "VolumeKnobExplorer",
+    "WhereItLooksExplorer",
+]

@@ -61,6 +61,7 @@ __all__ = [
     "STILL_NOTE",
     "ExplorerCanvasFactory",
     "attach_canvas",
+    "data_url",
     "fit_class",
     "fit_css",
     "png_bytes",

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import ipywidgets as widgets
 
-from ..lessons.scaling_stats import scale_for
+from ..scales import scale_for
 
 __all__ = ["RULE_LABELS", "SLIDER_TRACK_PX", "WidthAndScale", "fit_label", "fit_slider"]
 

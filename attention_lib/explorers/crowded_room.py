@@ -1,24 +1,27 @@
 """The beginner explorers: a crowded room where friends compete for your attention.
 
 Four slider apps for notebook 01, each an `Explorer` (figure once, artists
-updated when a control moves):
+updated when a control moves), on the lesson's data and arithmetic
+(`attention_lib.lessons.crowded_room`, `attention_lib.scales.turn_volume`):
 
 - `VolumeKnobExplorer`: five friends with fixed relevance and the room's
   volume (a multiplier on their scores); turned down, everyone gets the same
   share, turned up, one voice takes everything.
 - `ThreeStepsExplorer`: score, turn down, share out and mix for the word
-  "it", with the lesson's numbers (`three_steps`).
+  "it", with the lesson's numbers (`attention_lib.lessons.crowded_room.three_steps`).
 - `SlotsExplorer`: more slots per head make the raw totals spread out and the
   shares collapse onto one winner, until the fixed division brings them back.
 - `NudgeExplorer`: nudge one score and see how much the shares move in a calm
   room and in a loud (saturated) one.
 
 `share_prediction` asks for the share "it" gives "dog" before any of the
-three steps' numbers are shown, and shows them (a picture and the table of
+three steps' numbers are shown, and shows them (the still picture
+`attention_lib.lessons.figures.sharing_picture` and the table of
 `format_three_steps`) only once the guess is locked in.
 
-The arithmetic is the library's (`softmax`, `attention_weights`); this module
-only chooses the inputs and draws.
+The arithmetic is the lessons' and the library's (`turn_volume`,
+`three_steps`, `changed_hands`, `learning_signal`, `softmax`,
+`attention_weights`); this module only chooses the inputs and draws.
 """
 
 from __future__ import annotations
@@ -26,230 +29,54 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import ipywidgets as widgets
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.patches import FancyArrowPatch
 
 from ..core import attention_weights
+from ..lessons.crowded_room import (
+    FRIENDS,
+    LESSON_HEAD_SLOTS,
+    RELEVANCE,
+    changed_hands,
+    check_room,
+    format_three_steps,
+    learning_signal,
+    nudge_headline,
+    percent,
+    sharing_headline,
+    three_steps,
+)
+from ..lessons.figures import sharing_picture
+from ..lessons.figures.style import WORD_COLOURS
 from ..normalisers import softmax
+from ..scales import turn_volume
 from .base import Explorer
 from .canvas import png_bytes
 from .controls import fit_label, fit_slider
 from .reveal import Prediction, predict_number
 
 __all__ = [
-    "FEATURES",
-    "FRIENDS",
-    "LESSON_HEAD_SLOTS",
-    "LESSON_SCORES",
-    "LESSON_WORDS",
-    "RELEVANCE",
-    "WORD_VALUES",
     "NudgeExplorer",
     "SlotsExplorer",
-    "ThreeSteps",
     "ThreeStepsExplorer",
     "VolumeKnobExplorer",
-    "changed_hands",
-    "format_three_steps",
-    "learning_signal",
-    "nudge_headline",
-    "room_shares",
     "share_prediction",
-    "sharing_headline",
-    "sharing_picture",
-    "three_steps",
 ]
 
-# The room: five friends and how relevant what each is saying is to you.
-FRIENDS = ("Ana", "Ben", "Chloe", "Dev", "Eli")
-RELEVANCE = np.array([2.0, 1.0, 0.5, 0.0, -1.0])  # (5,)
-_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b")
-
-# The lesson's example: the query for "it" scored against four words' keys.
-LESSON_WORDS = ("the", "dog", "barked", "it")
-LESSON_SCORES = np.array([0.1, 4.0, 0.0, 0.2])  # (4,)
-# A head of 8 slots: dividing by sqrt(8) = 2.83 gives the lesson's printed
-# "turned down" row 0.0, 1.4, 0.0, 0.1 and shares 0.14, 0.57, 0.14, 0.15.
-LESSON_HEAD_SLOTS = 8
-# Made-up values (what each word passes on), three readable features each.
-FEATURES = ("animal", "action", "pointer word")
-WORD_VALUES = np.array(
-    [
-        [0.0, 0.0, 1.0],  # the
-        [1.0, 0.1, 0.0],  # dog
-        [0.1, 1.0, 0.0],  # barked
-        [0.2, 0.0, 0.8],  # it
-    ]
-)  # (4 words, 3 features)
 
 _SLOT_CHOICES = tuple(2**i for i in range(9))  # 1, 2, 4, ..., 256
-
-
-def _check_room(relevance: np.ndarray, names: Sequence[str]) -> np.ndarray:
-    """The relevance scores as a 1-d float array, or a ValueError naming the fault."""
-    scores = np.asarray(relevance, dtype=float)
-    if scores.ndim != 1 or scores.size < 2:
-        raise ValueError(
-            f"relevance must be a 1-d list of at least 2 scores, got shape {scores.shape}"
-        )
-    if len(names) != scores.size:
-        raise ValueError(f"got {len(names)} names for {scores.size} relevance scores")
-    if not np.all(np.isfinite(scores)):
-        raise ValueError(f"relevance scores must be finite, got {scores}")
-    return scores
-
-
-def room_shares(relevance: np.ndarray, volume: float) -> np.ndarray:
-    """Shares of attention, ``softmax(volume * relevance)``: shape of ``relevance``, sum 1.
-
-    ``volume`` is a multiplier on every score (how loud the whole room is): near 0
-    everyone gets the same share, large values hand everything to the top score.
-    Raises ValueError for a negative or non-finite volume.
-    """
-    if not (math.isfinite(volume) and volume >= 0):
-        raise ValueError(f"volume must be a finite number >= 0, got {volume}")
-    return softmax(volume * np.asarray(relevance, dtype=float))  # (n,)
-
-
-@dataclass(frozen=True)
-class ThreeSteps:
-    """Score, turn down, share out, mix: one query's trip through attention.
-
-    ``scores``, ``turned_down`` and ``shares`` have one entry per word;
-    ``values`` is (words, features); ``mixed`` is (features,), the new vector
-    for the query word.
-    """
-
-    words: tuple[str, ...]
-    features: tuple[str, ...]
-    scores: np.ndarray
-    divisor: float
-    turned_down: np.ndarray
-    shares: np.ndarray
-    values: np.ndarray
-    mixed: np.ndarray
-
-
-def three_steps(
-    scores: np.ndarray = LESSON_SCORES,
-    values: np.ndarray = WORD_VALUES,
-    slots: int = LESSON_HEAD_SLOTS,
-    turn_down: bool = True,
-    words: Sequence[str] = LESSON_WORDS,
-    features: Sequence[str] = FEATURES,
-) -> ThreeSteps:
-    """The lesson's three steps for one query whose scores are already known.
-
-    scores (S,) are the query's raw totals against S keys (the words); values
-    (S, F), F features per word. The scores are divided by sqrt(slots) (or by 1
-    with ``turn_down=False``), shared out with `softmax`, and the values mixed
-    in those shares. Raises ValueError for mismatched lengths or fewer than
-    one slot.
-    """
-    scores = np.asarray(scores, dtype=float)  # (S,)
-    values = np.asarray(values, dtype=float)  # (S, F)
-    if scores.ndim != 1 or values.ndim != 2 or values.shape[0] != scores.shape[0]:
-        raise ValueError(
-            f"need scores (S,) and values (S, F) for the same S words, got scores "
-            f"{scores.shape} and values {values.shape}"
-        )
-    if (len(words), len(features)) != values.shape:
-        raise ValueError(
-            f"got {len(words)} words and {len(features)} features for values of shape "
-            f"{values.shape} (words, features)"
-        )
-    if slots < 1:
-        raise ValueError(f"a head needs at least 1 slot, got {slots}")
-    divisor = math.sqrt(slots) if turn_down else 1.0
-    turned_down = scores / divisor  # (S,)
-    shares = softmax(turned_down)  # (S,), sums to 1
-    mixed = shares @ values  # (F,)
-    return ThreeSteps(
-        tuple(words), tuple(features), scores, divisor, turned_down, shares, values, mixed
-    )
-
-
-def format_three_steps(steps: ThreeSteps) -> str:
-    """The three steps as a small table, one column per word, rounded as the lesson prints them.
-
-    Plain columns, no brackets: the beginner's notebook prints it as is.
-    """
-    width = max(6, *(len(w) + 2 for w in steps.words))
-    label_width = 26
-
-    def row(label: str, xs: np.ndarray, decimals: int, after: str = "") -> str:
-        cells = "".join(f"{x:>{width}.{decimals}f}" for x in xs)
-        return f"{label:<{label_width}}{cells}{after}"
-
-    mixed = ", ".join(
-        f"{name} {x:.2f}" for name, x in zip(steps.features, steps.mixed, strict=True)
-    )
-    mix_label = 'mix into a new "it"'
-    mix_label = 'mix into a new "it"'
-    lines = [
-        f"{'':<{label_width}}" + "".join(f"{w:>{width}}" for w in steps.words),
-        row('score "it" against each', steps.scores, 1),
-        row(f"turn down (÷ {steps.divisor:.2f})", steps.turned_down, 1),
-        row("share out", steps.shares, 2, f"   (adds up to {steps.shares.sum():.2f})"),
-        f"{mix_label:<{label_width}}{mixed}",
-    ]
-    return "\n".join(lines)
-
-
-def changed_hands(before: np.ndarray, after: np.ndarray) -> float:
-    """How much attention moved between two share rows: half the total absolute change.
-
-    0 when nothing moved, 1 when all of it went to someone else.
-    """
-    return float(0.5 * np.abs(np.asarray(after) - np.asarray(before)).sum())
-
-
-def learning_signal(shares: np.ndarray) -> float:
-    """Size (Frobenius norm) of the softmax Jacobian ``diag(p) - p p^T`` at shares p (n,).
-
-    How strongly the shares respond to any small nudge of the scores; it tends
-    to 0 as the shares approach one winner.
-    """
-    p = np.asarray(shares, dtype=float)  # (n,)
-    jacobian = np.diag(p) - np.outer(p, p)  # (n, n)
-    return float(np.linalg.norm(jacobian))
-
-
-def _percent(x: float) -> str:
-    """A share as a percentage a reader can compare, small ones included."""
-    if x >= 0.095:
-        return f"{x:.0%}"
-    if x >= 0.001:
-        return f"{x:.1%}"
-    if x >= 1e-5:
-        return f"{x * 100:.1g}%"
-    return "<0.001%"
-
-
-def nudge_headline(calm: float, loud: float) -> str:
-    """What a nudge did in each room, from the attention that changed hands there."""
-    if calm == 0 and loud == 0:
-        return "No nudge, nothing moves: pick a friend and move the slider"
-    return (
-        f"The same nudge moves {_percent(calm)} of the calm room's attention, "
-        f"{_percent(loud)} of the loud room's"
-    )
 
 
 class VolumeKnobExplorer(Explorer):
     """Five friends with fixed relevance and one slider: the room's volume.
 
-    The shares are ``room_shares(relevance, volume)``; the bars always add up
+    The shares are ``turn_volume(relevance, volume)``; the bars always add up
     to one. Attributes after each update: ``shares`` (n,) and ``bars``.
     """
 
     def __init__(self, relevance: np.ndarray = RELEVANCE, names: Sequence[str] = FRIENDS) -> None:
-        self.relevance = _check_room(relevance, names)
+        self.relevance = check_room(relevance, names)
         self.names = tuple(names)
         n = len(self.names)
         fig = self._make_figure(figsize=(8.4, 4.2), layout="constrained")
@@ -258,7 +85,7 @@ class VolumeKnobExplorer(Explorer):
             f"{name}\n(relevance {r:+.1f})"
             for name, r in zip(self.names, self.relevance, strict=True)
         ]
-        colours = [_COLOURS[i % len(_COLOURS)] for i in range(n)]
+        colours = [WORD_COLOURS[i % len(WORD_COLOURS)] for i in range(n)]
         self.bars = ax.bar(labels, np.full(n, 1 / n), color=colours)
         self.labels = [ax.text(i, 0, "", ha="center", va="bottom") for i in range(n)]
         self.equal_line = ax.axhline(
@@ -287,15 +114,15 @@ class VolumeKnobExplorer(Explorer):
         self.update()
 
     def update(self) -> None:
-        self.shares = room_shares(self.relevance, self.volume.value)  # (n,)
+        self.shares = turn_volume(self.relevance, self.volume.value)  # (n,)
         for bar, label, share in zip(self.bars, self.labels, self.shares, strict=True):
             bar.set_height(share)
             label.set_position((bar.get_x() + bar.get_width() / 2, share + 0.01))
-            label.set_text(_percent(share))
+            label.set_text(percent(share))
         top = int(np.argmax(self.shares))
         self.ax.set_title(
             f"volume ×{self.volume.value:.2f}: {self.names[top]} gets "
-            f"{_percent(self.shares[top])} of your attention"
+            f"{percent(self.shares[top])} of your attention"
         )
 
 
@@ -305,7 +132,7 @@ class ThreeStepsExplorer(Explorer):
     Four panels: the raw scores, the scores turned down (divided by sqrt(8)),
     the shares, and the mixed result next to "it" on its own. The checkbox
     ``turn_down`` switches the division off to show what the shares become
-    without it. ``steps`` holds the current `ThreeSteps`.
+    without it. ``steps`` holds the current `attention_lib.lessons.crowded_room.ThreeSteps`.
     """
 
     def __init__(self) -> None:
@@ -315,7 +142,7 @@ class ThreeStepsExplorer(Explorer):
         self.steps = three_steps()
         words = list(self.steps.words)
         grey = "#7f7f7f"
-        colours = [_COLOURS[1] if w == "dog" else grey for w in words]
+        colours = [WORD_COLOURS[1] if w == "dog" else grey for w in words]
 
         ax = axes[0, 0]
         ax.set_ylim(0, 4.8)
@@ -346,9 +173,11 @@ class ThreeStepsExplorer(Explorer):
         dog = self.steps.values[words.index("dog")]  # (F,)
         ax.bar(x - width, it_alone, width, color=grey, label='"it" on its own')
         self.mix_bars = ax.bar(
-            x, self.steps.mixed, width, color=_COLOURS[0], label='"it" after mixing'
+            x, self.steps.mixed, width, color=WORD_COLOURS[0], label='"it" after mixing'
         )
-        ax.bar(x + width, dog, width, color=_COLOURS[1], alpha=0.45, label='"dog", for comparison')
+        ax.bar(
+            x + width, dog, width, color=WORD_COLOURS[1], alpha=0.45, label='"dog", for comparison'
+        )
         ax.set_xticks(x, self.steps.features)
         ax.set_ylim(0, 1.7)  # every amount is at most 1: the legend sits above the bars
         ax.set_ylabel("amount of each feature")
@@ -455,7 +284,7 @@ class SlotsExplorer(Explorer):
         self.ax_hist, self.ax_share = fig.subplots(1, 2, width_ratios=(1.25, 1))
         ax = self.ax_hist
         centres = (self.BIN_EDGES[:-1] + self.BIN_EDGES[1:]) / 2  # (64,)
-        self.hist_bars = ax.bar(centres, np.zeros_like(centres), width=2.0, color=_COLOURS[0])
+        self.hist_bars = ax.bar(centres, np.zeros_like(centres), width=2.0, color=WORD_COLOURS[0])
         self.spread_lines = [ax.axvline(0, color="black", ls="--", lw=1) for _ in range(2)]
         self.spread_lines[0].set_label("typical size")  # update() says how many lie inside
         ax.set_xlim(self.BIN_EDGES[0], self.BIN_EDGES[-1])
@@ -466,7 +295,7 @@ class SlotsExplorer(Explorer):
 
         ax = self.ax_share
         ranks = [["loudest", "2nd", "3rd"][i] if i < 3 else f"{i + 1}th" for i in range(keys)]
-        self.share_bars = ax.bar(ranks, np.full(keys, 1 / keys), color=_COLOURS[1])
+        self.share_bars = ax.bar(ranks, np.full(keys, 1 / keys), color=WORD_COLOURS[1])
         self.top_label = ax.text(0, 0, "", ha="center", va="bottom")
         self.equal_line = ax.axhline(
             1 / keys, color="grey", ls="--", lw=1, label=f"equal share (1/{keys})"
@@ -552,7 +381,7 @@ class NudgeExplorer(Explorer):
         names: Sequence[str] = FRIENDS,
         loud: float = 10.0,
     ) -> None:
-        self.relevance = _check_room(relevance, names)
+        self.relevance = check_room(relevance, names)
         if not (math.isfinite(loud) and loud > 1):
             raise ValueError(f"the loud room's volume must be a finite number > 1, got {loud}")
         self.names = tuple(names)
@@ -571,7 +400,7 @@ class NudgeExplorer(Explorer):
                 x, self.before[room], 0.8, fill=False, edgecolor="black", ls="--", label="before"
             )
             self.after_bars[room] = ax.bar(
-                x, self.before[room], 0.5, color=_COLOURS[0], label="after the nudge"
+                x, self.before[room], 0.5, color=WORD_COLOURS[0], label="after the nudge"
             )
             ax.set_xticks(x, self.names)
             ax.set_ylim(0, 1.15)
@@ -580,7 +409,7 @@ class NudgeExplorer(Explorer):
             ax.set_title(titles[room])
             ax.legend(loc="upper right", fontsize="small")
         self.ax_moved = ax = axes[2]
-        self.moved_bars = ax.bar(list(self.rooms), [0, 0], color=[_COLOURS[2], _COLOURS[3]])
+        self.moved_bars = ax.bar(list(self.rooms), [0, 0], color=[WORD_COLOURS[2], WORD_COLOURS[3]])
         self.moved_labels = [ax.text(i, 0, "", ha="center", va="bottom") for i in range(2)]
         ax.set_ylim(0, 0.5)
         ax.set_ylabel("attention that changed hands")
@@ -629,102 +458,11 @@ class NudgeExplorer(Explorer):
         for bar, label, room in zip(self.moved_bars, self.moved_labels, self.rooms, strict=True):
             bar.set_height(self.moved[room])
             label.set_position((bar.get_x() + bar.get_width() / 2, self.moved[room] + 0.01))
-            label.set_text(_percent(self.moved[room]))
+            label.set_text(percent(self.moved[room]))
         self.ax_moved.set_title(
             f"nudge {self.who.value} by {self.nudge.value:+.2f}:\nhow much moved"
         )
         self.headline.set_text(nudge_headline(self.moved["calm"], self.moved["loud"]))
-
-
-# --- a still picture: one word sharing its attention ------------------------------------
-
-
-def sharing_headline(weights: np.ndarray, words: Sequence[str], query: str) -> str:
-    """One plain sentence about how ``query`` shares its attention over ``words``.
-
-    "most of its attention" only when the top share is at least a half;
-    otherwise "its biggest share".
-    """
-    top = int(np.argmax(weights))
-    amount = "most of its attention" if weights[top] >= 0.5 else "its biggest share of attention"
-    return f'"{query}" gives {amount} to "{words[top]}" ({_percent(weights[top])})'
-
-
-def sharing_picture(
-    weights: Sequence[float] | None = None,
-    words: Sequence[str] = LESSON_WORDS,
-    query: str = "it",
-    *,
-    scores: Sequence[float] | None = None,
-) -> Figure:
-    """A still picture of ``query`` sharing its attention over ``words``, for beginners.
-
-    The words sit in a row, each with a bar as tall as its share and the share
-    written on it; an arrow from the query word to each word is as thick as
-    that share. Give either ``weights`` (one share per word, each >= 0,
-    adding up to 1: a trained model's attention, say) or ``scores`` (raw
-    totals, shared out here with `softmax`). The title (`sharing_headline`)
-    is computed from the shares. Raises ValueError for both or neither, a
-    length that does not match ``words``, or shares that are negative or do
-    not add up to one (within 1e-6).
-    """
-    if (weights is None) == (scores is None):
-        raise ValueError("give either weights (shares adding up to 1) or scores, not both")
-    if scores is not None:
-        shares = softmax(np.asarray(scores, dtype=float))  # (n,)
-    else:
-        shares = np.asarray(weights, dtype=float)  # (n,)
-    if shares.ndim != 1 or shares.size != len(words):
-        raise ValueError(f"need one share per word: {len(words)} words, got shape {shares.shape}")
-    if not np.all(np.isfinite(shares)) or shares.min() < 0 or abs(shares.sum() - 1) > 1e-6:
-        raise ValueError(
-            f"shares must be >= 0 and add up to 1, got {np.round(shares, 4)} "
-            f"(sum {shares.sum():.6f}); pass scores= to share out raw totals"
-        )
-    n = len(words)
-    fig = Figure(figsize=(8.4, 3.4), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    x = np.arange(n, dtype=float)  # (n,) where each word sits
-    top = int(np.argmax(shares))
-    colours = [_COLOURS[1] if i == top else "#7f7f7f" for i in range(n)]
-    ax.bar(x, 1.6 * shares, bottom=0.35, width=0.55, color=colours, alpha=0.85)
-    for i, (word, share) in enumerate(zip(words, shares, strict=True)):
-        ax.text(i, 0.1, word, ha="center", va="center", fontsize=14, fontweight="bold")
-        ax.text(i, 0.4 + 1.6 * share, _percent(share), ha="center", va="bottom", fontsize=11)
-    query_x = (n - 1) / 2
-    ax.text(
-        query_x,
-        -1.35,
-        f'"{query}"',
-        ha="center",
-        va="center",
-        fontsize=15,
-        fontweight="bold",
-        color=_COLOURS[0],
-    )
-    for i, share in enumerate(shares):
-        ax.add_patch(
-            FancyArrowPatch(
-                (query_x, -1.1),
-                (i, -0.12),
-                arrowstyle="-|>",
-                mutation_scale=12 + 20 * share,
-                linewidth=0.5 + 10 * share,
-                color=_COLOURS[0],
-                alpha=0.25 + 0.75 * share,
-                shrinkA=4,
-                shrinkB=4,
-            )
-        )
-    ax.set_xlim(-0.6, n - 0.4)
-    ax.set_ylim(-1.6, 2.25)
-    ax.axis("off")
-    ax.set_title(
-        sharing_headline(shares, words, query) + "\n(thicker arrow, taller bar: a bigger share)",
-        fontsize=12,
-    )
-    return fig
 
 
 def share_prediction(word: str = "dog") -> Prediction:

@@ -1,18 +1,20 @@
-"""The researcher's gradient explorer: head width and scale against the softmax Jacobian.
+"""The researcher's gradient explorers (notebook 04): the softmax Jacobian, and QK-norm.
 
-Move the head width d from 1 to 1024 and pick how the logits are scaled. Three
-panels redraw: the mean and median Frobenius norm of the softmax Jacobian
-against d (log axes) with the current points marked, one example query's weights over its
-keys, and that query's Jacobian p_i (δ_ij − p_j) as a heatmap. The raw logits
-for every width are drawn once (`attention_lib.lessons.scaling_stats.sweep_widths`)
-and the curves of the three named rules computed once; an update rescales one
-row, and recomputes the curve only for a custom multiplier.
+`GradientExplorer`: move the head width d from 1 to 1024 and pick how the
+logits are scaled. Three panels redraw: the mean and median Frobenius norm
+of the softmax Jacobian against d (log axes) with the current points
+marked, one example query's weights over its keys, and that query's
+Jacobian p_i (δ_ij − p_j) as a heatmap. The raw logits for every width are
+drawn once (`attention_lib.lessons.scaling.sweep_widths`) and the curves of
+the three named rules computed once
+(`attention_lib.lessons.saturation.jacobian_norm_table`); an update
+rescales one row, and recomputes the curve only for a custom multiplier.
 
-`training_figure` draws two runs of `attention_lib.lessons.theory.train_retrieval_head`
-side by side: loss and attention entropy against the training step.
+`spread_prediction` asks how far raw q·k spreads before the variance
+argument, and shows `attention_lib.lessons.figures.spread_figure` after.
 
 `QKNormExplorer` toggles QK-norm on and off over a trained model's own
-queries and keys (`attention_lib.lessons.research.qk_norm_view`): one
+queries and keys (`attention_lib.lessons.saturation.qk_norm_view`): one
 query's scores and weights, the model's against unit-length q and k times a
 temperature τ (sqrt(d), or the τ fitted to the model's weights).
 """
@@ -23,18 +25,12 @@ from collections.abc import Sequence
 
 import ipywidgets as widgets
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
-from ..lessons.scaling_stats import POWER_OF_TWO_WIDTHS, sweep_widths
-from ..lessons.theory import (
-    RetrievalRun,
-    dot_product_samples,
-    jacobian_norm_table,
-    reduce_norms,
-    softmax_jacobian,
-)
-from ..normalisers import softmax
+from ..lessons.figures import spread_figure
+from ..lessons.saturation import jacobian_norm_table, qk_norm_view, reduce_norms
+from ..lessons.scaling import POWER_OF_TWO_WIDTHS, dot_product_samples, sweep_widths
+from ..model.catalogue import MODEL_LABELS
+from ..normalisers import softmax, softmax_jacobian, softmax_jacobian_norm
 from .base import Explorer, key_weight_bars
 from .canvas import png_bytes
 from .controls import WidthAndScale, fit_label
@@ -42,13 +38,13 @@ from .reveal import Prediction, predict_number
 from .scaling import rule_name
 
 __all__ = [
+    "FLAT_RATIO",
+    "SHUT",
+    "TINY",
     "GradientExplorer",
     "QKNormExplorer",
-    "describe_training",
     "headline",
-    "spread_figure",
     "spread_prediction",
-    "training_figure",
 ]
 
 _FIXED_RULES = ("none", "1/sqrt(d)", "1/d")
@@ -237,7 +233,7 @@ class GradientExplorer(WidthAndScale, Explorer):
             f"{self.setting()}: "
             f"mean ‖J‖ {self.current_norm():.3f}, median {self.current_norm('median'):.2g}; "
             f"example row: top weight {p.max():.3f}, "
-            f"‖J‖ {_norm_text(float(np.linalg.norm(self.example_jacobian())))}"
+            f"‖J‖ {_norm_text(float(softmax_jacobian_norm(p)))}"
         )
 
     # -- drawing -----------------------------------------------------------------
@@ -268,123 +264,8 @@ class GradientExplorer(WidthAndScale, Explorer):
             fontsize=10,
         )
         ax_w.set_title(f"one query's weights: top {p.max():.2f}", fontsize=10)
-        ax_j.set_title(f"its Jacobian: ‖J‖ = {np.linalg.norm(jac):.2g}", fontsize=10)
+        ax_j.set_title(f"its Jacobian: ‖J‖ = {float(softmax_jacobian_norm(p)):.2g}", fontsize=10)
         self.title.set_text(self.headline())
-
-
-def _run_label(run: RetrievalRun) -> str:
-    if run.scale == 1:
-        return "no scaling"
-    if run.scale == 1 / np.sqrt(run.width):
-        return f"scaled by 1/√{run.width}"
-    return f"scaled by {run.scale:.4g}"
-
-
-def describe_training(
-    unscaled: RetrievalRun, scaled: RetrievalRun, window: int = 10, level: float = 0.1
-) -> str:
-    """Two lines saying what each run's loss did, computed from the runs.
-
-    Each line: the mean loss of the first and of the last ``window`` steps,
-    by how much it fell, and the step at which the trailing mean first fell
-    below ``level`` (or that it never did). Nothing here is a fixed adjective:
-    a run whose loss halves is said to halve, one that stays put is said to.
-    """
-    lines = []
-    for run in (unscaled, scaled):
-        first, last = float(run.loss[:window].mean()), float(run.loss[-window:].mean())
-        change = last / first
-        if change > 0.9:
-            trend = f"stays near {first:.2g}"
-        elif change > 0.1:
-            trend = f"falls from {first:.2g} to {last:.2g} ({1 - change:.0%} lower)"
-        else:
-            trend = f"falls from {first:.2g} to {last:.2g} ({1 / change:.0f}× lower)"
-        reached = run.steps_to_loss(level, window)
-        when = (
-            f"below {level:g} by step {reached}"
-            if reached is not None
-            else f"never below {level:g} in {run.loss.size} steps"
-        )
-        lines.append(f"{_run_label(run)}: the loss {trend}; {when}")
-    return "\n".join(lines)
-
-
-def training_figure(unscaled: RetrievalRun, scaled: RetrievalRun, window: int = 10) -> Figure:
-    """Loss (log axis) and mean attention entropy per step for two training runs, side by side.
-
-    The raw per-step loss is drawn faintly under its trailing mean over
-    ``window`` steps; the headline is `describe_training` (computed from the
-    runs). The figure (840 px wide: it fits a laptop's notebook cell) is not
-    known to pyplot: display it (``display(fig)``) where it should appear.
-    Raises ValueError if the runs differ in length or number of keys.
-    """
-    if unscaled.loss.shape != scaled.loss.shape or unscaled.keys != scaled.keys:
-        raise ValueError(
-            "the runs must match: got "
-            f"{unscaled.loss.size} steps over {unscaled.keys} keys and "
-            f"{scaled.loss.size} steps over {scaled.keys} keys"
-        )
-    fig = Figure(figsize=(8.4, 3.9), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax_loss, ax_ent = fig.subplots(1, 2)
-    steps = np.arange(1, unscaled.loss.size + 1)  # (steps,)
-    for run, color in ((unscaled, "tab:red"), (scaled, "tab:blue")):
-        label = _run_label(run)
-        ax_loss.plot(steps, run.loss, color=color, lw=0.8, alpha=0.3)
-        smooth = run.smoothed_loss(window)  # (steps - window + 1,)
-        ax_loss.plot(steps[window - 1 :], smooth, color=color, lw=2, label=label)
-        ax_ent.plot(steps, run.entropy, color=color, lw=2, label=label)
-    ax_ent.axhline(
-        scaled.max_entropy, color="gray", ls="--", lw=1, label=f"uniform (ln {scaled.keys})"
-    )
-    ax_loss.set_yscale("log")
-    ax_loss.set_ylim(1e-4, 5)  # the faint per-step noise of a solved task goes lower
-    ax_loss.set_xlabel("training step")
-    ax_loss.set_ylabel("loss (mean squared error)")
-    ax_loss.set_title(f"loss (thick: mean of the last {window} steps)", fontsize=10)
-    ax_loss.legend(fontsize=8)
-    ax_ent.set_ylim(0, scaled.max_entropy * 1.08)
-    ax_ent.set_xlabel("training step")
-    ax_ent.set_ylabel("mean attention entropy (nats)")
-    ax_ent.set_title(f"how spread the weights are over {scaled.keys} keys", fontsize=10)
-    ax_ent.legend(fontsize=8)
-    fig.suptitle(describe_training(unscaled, scaled, window), fontsize=10)
-    return fig
-
-
-def spread_figure(width: int = 256, samples: int = 5_000, seed: int = 2) -> Figure:
-    """Histograms of ``samples`` dot products q·k of width ``width`` (unit-variance
-    components, `dot_product_samples`), raw and divided by sqrt(width), on one axis.
-
-    The title states both standard deviations, computed from the samples. The
-    figure (840 px wide) is not known to pyplot: ``display(fig)`` it. Raises
-    ValueError as `dot_product_samples` does for a bad width or sample count.
-    """
-    raw = dot_product_samples(width, samples=samples, rng=seed)  # (samples,)
-    scaled = raw / np.sqrt(width)  # (samples,)
-    fig = Figure(figsize=(8.4, 3.0), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.subplots()
-    edge = float(np.abs(raw).max())
-    bins = np.linspace(-edge, edge, 121)  # (121,)
-    ax.hist(raw, bins=bins, color="tab:red", alpha=0.6, label=f"q·k: std {raw.std():.1f}")
-    ax.hist(
-        scaled,
-        bins=bins,
-        color="tab:blue",
-        alpha=0.6,
-        label=f"q·k / √{width}: std {scaled.std():.2f}",
-    )
-    ax.set_xlabel("score (a logit before the softmax)")
-    ax.set_ylabel(f"count of {samples:,} pairs")
-    ax.legend(fontsize=9)
-    ax.set_title(
-        f"{samples:,} random query-key pairs of width d = {width}: raw scores spread "
-        f"{raw.std() / scaled.std():.0f}× wider than scaled ones",
-        fontsize=10,
-    )
-    return fig
 
 
 def spread_prediction(width: int = 256, samples: int = 5_000, seed: int = 2) -> Prediction:
@@ -434,10 +315,11 @@ class QKNormExplorer(Explorer):
     Control: ``norm`` (ToggleButtons, labelled "as trained" and "QK-norm, τ =
     ..."): ``"own"`` (the model's own scores), ``"sqrt(d)"`` (unit-length q
     and k times τ = sqrt(d)) or ``"fit"`` (τ fitted to the model's weights,
-    `fit_qk_temperature`). Left, the query's
+    `attention_lib.lessons.saturation.fit_qk_temperature`). Left, the query's
     scores over the words it may see, with the band ±τ under QK-norm; right,
-    its weights. ``views`` holds the three `QKNormView`s (computed once);
-    ``view`` the current one. The model is loaded when built (torch).
+    its weights. ``views`` holds the three
+    `attention_lib.lessons.saturation.QKNormView`s (computed once); ``view``
+    the current one. The model is loaded when built (torch).
     """
 
     def __init__(
@@ -445,9 +327,6 @@ class QKNormExplorer(Explorer):
         sentence: str = "the dog was next to the bells and then it barked",
         name: str = "none_d16",
     ) -> None:
-        from ..lessons.model_figures import MODEL_LABELS
-        from ..lessons.research import qk_norm_view
-
         own = qk_norm_view(sentence, name)  # its QK-norm fields use tau = sqrt(d)
         self.views = {"own": own, "sqrt(d)": own, "fit": qk_norm_view(sentence, name, "fit")}
         self.model_label = MODEL_LABELS.get(name, name)
@@ -507,7 +386,7 @@ class QKNormExplorer(Explorer):
 
     @property
     def view(self):
-        """The `QKNormView` of the current setting."""
+        """The `attention_lib.lessons.saturation.QKNormView` of the current setting."""
         return self.views[self.norm.value]
 
     def shown(self) -> tuple[np.ndarray, np.ndarray]:

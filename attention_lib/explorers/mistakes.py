@@ -6,7 +6,8 @@ highlighted), a toggle between them, and a figure that redraws: the
 attention weights, and what goes wrong downstream (row sums that are not
 one, masked keys that still move earlier outputs, weights flattened or
 collapsed). Its inputs are the seeded ones the ``run_*`` function of the same
-mistake uses, so its numbers are that function's (the tests check they agree).
+mistake uses (`random_rows`, `multi_head_qk`), and its leak is that lesson's
+`future_leak`, so its numbers are that function's (the tests check they agree).
 
 `MistakeTable(run)` renders a `MistakeRun`'s numbers as a table (HTML, with a
 plain-text fallback) instead of a monospace dump that wraps mid-word.
@@ -25,7 +26,14 @@ import ipywidgets as widgets
 import numpy as np
 
 from ..core import attention_weights, scaled_dot_product_attention
-from ..lessons.mistakes import MistakeRun, qk_normalised_weights, split_heads
+from ..lessons.mistakes import (
+    MistakeRun,
+    attend_mask_after_softmax,
+    future_leak,
+    multi_head_qk,
+    qk_normalised_weights,
+    random_rows,
+)
 from ..normalisers import softmax
 from .base import Explorer
 from .controls import fit_label, fit_slider
@@ -143,12 +151,7 @@ class MistakeExplorer(Explorer):
 
     # -- inputs, as the run_* function of each mistake makes them -------------------------
     def _setup_model_width(self, d_model: int = 512, n_heads: int = 8, length: int = 16) -> None:
-        rng = np.random.default_rng(0)
-        x = rng.normal(size=(length, d_model))  # (L, d_model)
-        w_q = rng.normal(size=(d_model, d_model)) / math.sqrt(d_model)  # (d_model, d_model)
-        w_k = rng.normal(size=(d_model, d_model)) / math.sqrt(d_model)  # (d_model, d_model)
-        self.q = split_heads(x @ w_q, n_heads)  # (H, L, dh)
-        self.k = split_heads(x @ w_k, n_heads)  # (H, L, dh)
+        self.q, self.k = multi_head_qk(d_model, n_heads, length)  # (H, L, dh) each
         self.scales = {"mistake": 1 / math.sqrt(d_model), "fix": 1 / math.sqrt(d_model // n_heads)}
         heads = np.arange(1, n_heads + 1)  # (H,)
         self.effect_bars = self.ax_effect.bar(heads, np.zeros(n_heads), color="tab:orange")
@@ -162,25 +165,18 @@ class MistakeExplorer(Explorer):
         self._effect_live = [*self.effect_bars, uniform]
 
     def _setup_wrong_axis(self, length: int = 5, width: int = 16) -> None:
-        rng = np.random.default_rng(0)
-        q = rng.normal(size=(length, width))  # (L, E)
-        k = rng.normal(size=(length, width))  # (L, E)
+        q, k = random_rows(length, width, 2)  # (L, E) each
         self.scores = q @ k.T / math.sqrt(width)  # (L, L)
         self._row_sum_panel(length)
 
     def _setup_mask_after(self, length: int = 6, width: int = 8) -> None:
-        rng = np.random.default_rng(0)
-        self.q = rng.normal(size=(length, width))  # (L, E)
-        self.k = rng.normal(size=(length, width))  # (L, E)
-        self.v = rng.normal(size=(length, width))  # (L, E)
+        self.q, self.k, self.v = random_rows(length, width, 3)  # (L, E) each
         self.keep = np.tril(np.ones((length, length), dtype=bool))  # (L, L) causal
         self.scores = self.q @ self.k.T / math.sqrt(width)  # (L, L)
         self._row_sum_panel(length)
 
     def _setup_knob(self, width: int = 64, length: int = 16, tuned_at: float = 2.0) -> None:
-        rng = np.random.default_rng(0)
-        self.q = rng.normal(size=(length, width))  # (L, E)
-        self.k = rng.normal(size=(length, width))  # (L, E)
+        self.q, self.k = random_rows(length, width, 2)  # (L, E) each
         self.tuned = 1.0 / math.sqrt(width) / tuned_at**2
         self.tuned_at = tuned_at
         self.growth = fit_slider(
@@ -252,17 +248,11 @@ class MistakeExplorer(Explorer):
         """How far earlier outputs move when the last key and value change (mask mistake)."""
 
         def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-            width = q.shape[-1]
-            scores = q @ k.T / math.sqrt(width)  # (L, L)
             if version == "mistake":
-                return (softmax(scores, axis=-1) * self.keep) @ v  # (L, E)
+                return attend_mask_after_softmax(q, k, v, self.keep)  # (L, E)
             return scaled_dot_product_attention(q, k, v, is_causal=True)  # (L, E)
 
-        k2, v2 = self.k.copy(), self.v.copy()
-        k2[-1] = k2[-1] * -3.0 + 1.0  # the change check_no_future_leak makes
-        v2[-1] = v2[-1] + 5.0
-        before, after = attend(self.q, self.k, self.v), attend(self.q, k2, v2)  # (L, E) each
-        return float(np.max(np.abs(after[:-1] - before[:-1])))
+        return future_leak(attend, self.q, self.k, self.v)
 
     # -- drawing ---------------------------------------------------------------------------
     def update(self) -> None:

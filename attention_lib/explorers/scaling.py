@@ -4,7 +4,7 @@ Move the head width d from 1 to 1024 and pick how the logits are scaled; four
 panels redraw: the histogram of the scaled logits, one query's weights over
 six keys, and the mean top weight and mean entropy against d with the
 current point marked. The raw logits for every width are drawn once
-(`attention_lib.lessons.scaling_stats.sweep_widths`); an update only rescales them.
+(`attention_lib.lessons.scaling.sweep_widths`); an update only rescales them.
 
 The headline is computed from the mean-top-weight curve drawn (`headline`), so
 it is true at every setting: a custom c = 0.001 is flat near uniform, c = 100
@@ -24,13 +24,21 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from ..lessons.exercises import check_scale_rule
-from ..lessons.scaling_stats import POWER_OF_TWO_WIDTHS, WeightStats, sweep_widths
+from ..lessons.scaling import POWER_OF_TWO_WIDTHS, WeightStats, sweep_widths
 from ..normalisers import softmax
 from .base import Explorer, key_weight_bars
 from .controls import WidthAndScale
 from .reveal import Prediction, predict_choice
 
-__all__ = ["ScalingExplorer", "divide_by_d_prediction", "headline", "rule_name"]
+__all__ = [
+    "FLAT_RANGE",
+    "NEAR_ONE_HOT",
+    "NEAR_UNIFORM",
+    "ScalingExplorer",
+    "divide_by_d_prediction",
+    "headline",
+    "rule_name",
+]
 
 
 _RULE_NAMES = {"none": "No scaling", "1/sqrt(d)": "Scaled by 1/√d", "1/d": "Scaled by 1/d"}

@@ -27,7 +27,7 @@ from ..normalisers import softmax
 from .base import Explorer
 from .controls import fit_label, fit_slider
 
-__all__ = ["OnlineSoftmaxExplorer", "TilingExplorer", "uncovered_rectangles"]
+__all__ = ["OnlineSoftmaxExplorer", "TilingExplorer", "default_stream", "uncovered_rectangles"]
 
 _SEEN, _CURRENT, _UNSEEN = "tab:blue", "tab:orange", "#dddddd"
 

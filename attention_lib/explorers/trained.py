@@ -1,4 +1,4 @@
-"""Explorers on the small model trained here (`attention_lib.lessons.tiny_model`).
+"""Explorers on the small model trained here (`attention_lib.model`).
 
 - `WhereItLooksExplorer` (beginner, notebook 01): pick a sentence; bars and
   arcs show where "it" (or "they") looks, in the head that learned to find
@@ -10,7 +10,7 @@
   weights over a sentence, queries down, keys across, the causal mask's
   cells hatched; choose the sentence, the model (scale rule), layer and head.
 
-The numbers come from `attention_lib.lessons.model_views`; the weights are
+The numbers come from `attention_lib.model.views`; the weights are
 loaded once, never trained here. Importing this module does not import
 torch: the explorers load the model when built.
 """
@@ -25,6 +25,9 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.patches import FancyArrowPatch, Patch, Polygon, Rectangle
 
+from ..lessons.figures.style import HATCH_COLOUR, MASKED_COLOUR
+from ..model.catalogue import MODEL_LABELS
+from ..model.corpus import SHOWCASE
 from .base import Explorer, ExplorerBox
 from .controls import fit_label, fit_slider
 
@@ -33,8 +36,6 @@ __all__ = ["HeadMapsExplorer", "WhereItLooksExplorer", "masked_staircase", "volu
 _BAR = "#4c72b0"
 _TOP = "#dd8452"
 _QUERY = "#c44e52"
-_MASKED = "#d9d9d9"
-_HATCH = "#9a9a9a"
 
 
 def _percent(x: float) -> str:
@@ -87,12 +88,13 @@ class WhereItLooksExplorer(_RedrawsWords, Explorer):
     ``head`` ("pointer": the head that best finds what a pronoun stands for,
     or "average": every head averaged) and ``volume`` (multiplies every
     head's scores, 0.05 to 20; 1 is the model as trained). After each update
-    ``gaze`` holds the `Gaze` drawn and ``shares`` the bars' heights. A new
-    sentence redraws the figure; the other controls move only bars, arcs and text.
+    ``gaze`` holds the `attention_lib.model.views.Gaze` drawn and ``shares``
+    the bars' heights. A new sentence redraws the figure; the other controls
+    move only bars, arcs and text.
     """
 
     def __init__(self, model: str = "sqrt_d16", sentences: Sequence[str] | None = None) -> None:
-        from ..lessons.model_views import showcase, where_it_looks
+        from ..model.views import showcase, where_it_looks  # torch
 
         self._where = where_it_looks
         self.model_name = model
@@ -249,14 +251,13 @@ class HeadMapsExplorer(_RedrawsWords, Explorer):
     counts them; their values are the 0-based indices into the weights
     (``maps.weights[layer, head]``). Cells above the diagonal are hatched grey: the causal mask
     keeps a word from looking at later words, so their weight is exactly 0.
-    After each update ``maps`` holds the `HeadMaps` drawn. A new sentence
+    After each update ``maps`` holds the `attention_lib.model.views.HeadMaps` drawn. A new sentence
     redraws the figure (new words on both axes); the other controls redraw
     only the map and its title.
     """
 
     def __init__(self, sentences: Sequence[str] | None = None) -> None:
-        from ..lessons.model_figures import MODEL_LABELS
-        from ..lessons.model_views import SHOWCASE, attention_maps, pointer_head
+        from ..model.views import attention_maps, pointer_head  # torch
 
         self._maps = lru_cache(maxsize=64)(attention_maps)
         options = list(sentences) if sentences is not None else list(SHOWCASE)
@@ -278,7 +279,13 @@ class HeadMapsExplorer(_RedrawsWords, Explorer):
         # the masked cells, above the diagonal: grey and hatched, never a colour of the scale;
         # one staircase-shaped patch (a hatched patch per cell doubled a full redraw's time)
         self.masked = ax.add_patch(
-            Polygon(masked_staircase(t), facecolor=_MASKED, hatch="///", edgecolor=_HATCH, lw=0)
+            Polygon(
+                masked_staircase(t),
+                facecolor=MASKED_COLOUR,
+                hatch="///",
+                edgecolor=HATCH_COLOUR,
+                lw=0,
+            )
         )
         self.highlight = ax.add_patch(
             Rectangle((-0.5, -0.5), t, 1, fill=False, edgecolor=_QUERY, lw=2, zorder=2.6)
@@ -287,7 +294,10 @@ class HeadMapsExplorer(_RedrawsWords, Explorer):
         ax.legend(
             handles=[
                 Patch(
-                    facecolor=_MASKED, hatch="///", edgecolor=_HATCH, label="masked (later word)"
+                    facecolor=MASKED_COLOUR,
+                    hatch="///",
+                    edgecolor=HATCH_COLOUR,
+                    label="masked (later word)",
                 ),
                 Patch(fill=False, edgecolor=_QUERY, lw=2, label="the scored word's row"),
             ],

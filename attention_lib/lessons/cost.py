@@ -1,4 +1,4 @@
-"""What attention costs: the arithmetic, the memory, and what the benchmarks measured.
+"""What attention costs: the arithmetic and the memory, and what the benchmarks measured.
 
 Counted per head for a sequence of T queries and T keys (the lesson's cost
 section):
@@ -12,13 +12,17 @@ section):
 The tiled path (`attention_lib.flash.loop`) never holds that matrix: one tile of
 ``block_q x block_k`` scores at a time, plus per query row the running
 maximum m, the running sum l and the accumulator of d_v numbers that becomes
-the output row. That is linear in T.
+the output row. That is linear in T. `attention_traffic` counts the bytes
+each path moves to and from a GPU's main memory, forward and backward
+(its figure: `attention_lib.lessons.figures.plot_traffic`).
 
-The second half reads the benchmark suite's results files
-(``benchmarks/results/<machine>/results.json``, written by
-`attention_lib.bench`) into rows for plotting, with growth exponents fitted
-by `attention_lib.bench.fit_exponent`, and reads a path's time for steps in
-its time per score (`time_steps`): where a fitted slope above 2 comes from.
+The second part of this module, below the line "benchmark results", reads
+the benchmark suite's results files (``benchmarks/results/<machine>/results.json``,
+written by `attention_lib.bench`) into rows for plotting, with growth
+exponents fitted by `attention_lib.bench.fit_exponent`, and reads a path's
+time for steps in its time per score (`time_steps`): where a fitted slope
+above 2 comes from. It moves to the benchmarks' own room with the benchmark
+command; nothing above the line uses it.
 """
 
 from __future__ import annotations
@@ -31,42 +35,26 @@ from typing import Any
 
 import numpy as np
 
+from ..backend import itemsize
 from ..bench import fit_exponent
 from ..fits import log_log_slope
+from ..inputs import positive_integer
 from ..memory import format_bytes
 
 __all__ = [
-    "NEAR",
-    "BenchmarkRun",
     "HeadCost",
     "TiledMemory",
-    "TimeSteps",
-    "describe_exponents",
-    "expected_exponent",
+    "Traffic",
+    "attention_traffic",
     "format_cost_table",
     "format_memory_table",
+    "format_traffic_table",
     "head_cost",
-    "load_benchmarks",
-    "plot_benchmark",
     "tiled_memory",
-    "time_steps",
 ]
 
 
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
-def _itemsize(dtype: str) -> int:
-    """Bytes per number of a dtype named as numpy or torch names it ('bfloat16' too)."""
-    if dtype == "bfloat16":
-        return 2
-    try:
-        return np.dtype(dtype).itemsize
-    except TypeError:
-        raise ValueError(f"unknown dtype {dtype!r}; use e.g. 'float32', 'float16'") from None
+# -- the arithmetic -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -104,9 +92,9 @@ def head_cost(
     ValueError for a length or width that is not a positive integer, or an
     unknown dtype.
     """
-    t = _positive_int("length", length)
-    dk = _positive_int("width_k", width_k)
-    dv = dk if width_v is None else _positive_int("width_v", width_v)
+    t = positive_integer("length", length)
+    dk = positive_integer("width_k", width_k)
+    dv = dk if width_v is None else positive_integer("width_v", width_v)
     scores = t * t
     return HeadCost(
         length=t,
@@ -117,7 +105,7 @@ def head_cost(
         softmax_exps=scores,
         av_flops=2 * scores * dv,  # T x T weights times T x d_v values
         score_elements=scores,
-        score_bytes=scores * _itemsize(dtype),
+        score_bytes=scores * itemsize(dtype),
     )
 
 
@@ -175,12 +163,12 @@ def tiled_memory(
     Raises ValueError for sizes that are not positive integers, or ``rows``
     above ``length``.
     """
-    t = _positive_int("length", length)
-    s = t if length_k is None else _positive_int("length_k", length_k)
-    dv = _positive_int("width_v", width_v)
-    bq = min(_positive_int("block_q", block_q), t)
-    bk = min(_positive_int("block_k", block_k), s)
-    r = t if rows is None else _positive_int("rows", rows)
+    t = positive_integer("length", length)
+    s = t if length_k is None else positive_integer("length_k", length_k)
+    dv = positive_integer("width_v", width_v)
+    bq = min(positive_integer("block_q", block_q), t)
+    bk = min(positive_integer("block_k", block_k), s)
+    r = t if rows is None else positive_integer("rows", rows)
     if r > t:
         raise ValueError(f"rows ({r}) cannot exceed the sequence length ({t})")
     return TiledMemory(rows=r, tile=bq * bk, stats=2 * r, accumulator=r * dv)
@@ -194,7 +182,7 @@ def format_memory_table(
     dtype: str = "float32",
 ) -> str:
     """A text table per head: the T² score matrix against the tiled path's tile + m, l, acc."""
-    size = _itemsize(dtype)
+    size = itemsize(dtype)
     lines = [
         f"per head, d_v = {width_v}, tiles {block_q} x {block_k}, {dtype}",
         f"{'T':>7} {'score matrix T²':>16} {'tiled: tile':>12} {'+ m, l':>10} "
@@ -211,7 +199,145 @@ def format_memory_table(
     return "\n".join(lines)
 
 
-# --- benchmark results --------------------------------------------------------------
+# --- memory traffic, forward and backward -------------------------------------------------
+#
+# Counted in elements read from and written to the GPU's main memory (HBM) by one head over
+# N = T queries and keys of width d, following the papers' own algorithms step by step:
+#
+# - standard forward: FlashAttention (Dao et al., 2022, arXiv:2205.14135), Algorithm 0:
+#   read Q, K, write S; read S, write P; read P, V, write O.
+# - standard backward: the same paper, Appendix B.4, Algorithm 3 (P is kept from the forward
+#   pass): read P, dO, write dV; read dO, V, write dP; read P, dP, write dS; read dS, K,
+#   write dQ; read dS, Q, write dK.
+# - FlashAttention-2 forward (Dao, 2023, arXiv:2307.08691), Algorithm 1: per query block read
+#   Q_i once and every K_j, V_j; write O_i and the log-sum-exp L_i.
+# - FlashAttention-2 backward, Algorithm 2: D = rowsum(dO ∘ O) (read dO, O; write D);
+#   dQ = 0 written; per key block read K_j, V_j and write dK_j, dV_j; for every (key block,
+#   query block) pair read Q_i, O_i, dO_i, dQ_i, L_i, D_i and write dQ_i back. S and P are
+#   recomputed from Q, K and L instead of read: 2N²d more FLOPs, no N² traffic. (Line 9
+#   loads O_i although only D_i is used after line 4; we count the algorithm as written.)
+#
+# Matrix-product FLOPs: forward 2·2N²d (QKᵀ, PV); backward 4·2N²d (dV, dP, dQ, dK), plus
+# 2N²d for the recomputed QKᵀ in FlashAttention-2. Causal masking, which lets both skip
+# about half the work, is not counted.
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """One pass of one head: HBM ``reads`` and ``writes`` (elements), matrix-product
+    ``flops``, and ``saved``: what the forward pass keeps for the backward one (the N x N
+    weights P on the standard path, the N log-sum-exps L on FlashAttention-2's)."""
+
+    path: str
+    direction: str
+    length: int
+    width: int
+    reads: int
+    writes: int
+    flops: int
+    saved: int
+
+    @property
+    def elements(self) -> int:
+        """reads + writes."""
+        return self.reads + self.writes
+
+    def bytes(self, dtype: str = "float16") -> int:
+        return self.elements * itemsize(dtype)
+
+
+def _blocks(n: int, size: int) -> int:
+    return -(-n // size)  # ceil(n / size): the last block may be short
+
+
+def attention_traffic(
+    length: int,
+    width: int = 64,
+    path: str = "standard",
+    direction: str = "backward",
+    block_q: int = 128,
+    block_k: int = 128,
+) -> Traffic:
+    """HBM traffic of one head's ``direction`` pass ("forward" or "backward") on ``path``
+    ("standard" or "flash2"), counted from the papers' algorithms (see the comment above).
+
+    ``block_q`` (B_r) and ``block_k`` (B_c) are FlashAttention-2's tile sizes;
+    the standard path ignores them. Raises ValueError for sizes that are not
+    positive integers, or an unknown path or direction.
+    """
+    n = positive_integer("length", length)
+    d = positive_integer("width", width)
+    br = positive_integer("block_q", block_q)
+    bc = positive_integer("block_k", block_k)
+    if path not in ("standard", "flash2"):
+        raise ValueError(f"path must be 'standard' or 'flash2', got {path!r}")
+    if direction not in ("forward", "backward"):
+        raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
+    nn, nd = n * n, n * d
+    if path == "standard":
+        saved = nn  # P, kept for the backward pass
+        if direction == "forward":
+            # read Q, K | write S | read S | write P | read P, V | write O
+            reads, writes, flops = 2 * nd + nn + nn + nd, nn + nn + nd, 4 * nn * d
+        else:
+            # 1: P, dO -> dV   2: dO, V -> dP   3: P, dP -> dS   4: dS, K -> dQ   5: dS, Q -> dK
+            reads = (nn + nd) + 2 * nd + 2 * nn + (nn + nd) + (nn + nd)
+            writes = nd + nn + nn + nd + nd
+            flops = 8 * nn * d
+    else:
+        saved = n  # L, one log-sum-exp per query row
+        if direction == "forward":
+            t_r = _blocks(n, br)
+            reads, writes, flops = nd + t_r * 2 * nd, nd + n, 4 * nn * d
+        else:
+            t_c = _blocks(n, bc)
+            per_key_block = 4 * nd + 2 * n  # Q_i, O_i, dO_i, dQ_i and L_i, D_i over all i
+            reads = 2 * nd + 2 * nd + t_c * per_key_block  # D's dO, O; K_j, V_j; inner loop
+            writes = n + nd + 2 * nd + t_c * nd  # D; dQ = 0; dK_j, dV_j; dQ_i written back
+            flops = 10 * nn * d
+    return Traffic(path, direction, n, d, reads, writes, flops, saved)
+
+
+def format_traffic_table(
+    lengths: Iterable[int],
+    width: int = 64,
+    block: int = 128,
+    dtype: str = "float16",
+) -> str:
+    """Per head: the backward pass's HBM traffic, standard against FlashAttention-2, with
+    what each forward pass saves for it, in ``dtype`` bytes."""
+    size = itemsize(dtype)
+    lines = [
+        f"backward pass, per head, d = {width}, FlashAttention-2 tiles {block} x {block}, {dtype}",
+        f"{'T':>7} {'standard':>11} {'FA-2':>11} {'ratio':>7}   "
+        f"{'saved: P (N²)':>14} {'saved: L (N)':>13}",
+    ]
+    for t in lengths:
+        std = attention_traffic(t, width, "standard", "backward")
+        fa2 = attention_traffic(t, width, "flash2", "backward", block, block)
+        lines.append(
+            f"{t:>7} {format_bytes(std.bytes(dtype)):>11} {format_bytes(fa2.bytes(dtype)):>11} "
+            f"{std.elements / fa2.elements:>6.1f}x   {format_bytes(std.saved * size):>14} "
+            f"{format_bytes(fa2.saved * size):>13}"
+        )
+    return "\n".join(lines)
+
+
+# ===========================================================================================
+# -- benchmark results: the readers of the benchmark suite's files (they move with it) -------
+# ===========================================================================================
+
+__all__ += [
+    "NEAR",
+    "BenchmarkRun",
+    "TimeSteps",
+    "benchmark_headline",
+    "describe_exponents",
+    "expected_exponent",
+    "load_benchmarks",
+    "plot_benchmark",
+    "time_steps",
+]
 
 _METRICS = {"time": "median_s", "memory": "peak_mib_beyond_inputs"}
 
@@ -271,7 +397,7 @@ class BenchmarkRun:
         heads = self.batch_heads
         if heads is None:
             return None
-        return heads * length**2 * _itemsize(self.info.get("dtype", "float32"))
+        return heads * length**2 * itemsize(self.info.get("dtype", "float32"))
 
     def series(
         self, path: str, metric: str, width: int, causal: bool = False
@@ -482,133 +608,6 @@ def _slope_guides(ax: Any, lo: int, hi: int) -> None:
         ax.annotate(label, end, fontsize=7, color="gray", ha="right", va="bottom")
 
 
-# --- memory traffic, forward and backward -------------------------------------------------
-#
-# Counted in elements read from and written to the GPU's main memory (HBM) by one head over
-# N = T queries and keys of width d, following the papers' own algorithms step by step:
-#
-# - standard forward: FlashAttention (Dao et al., 2022, arXiv:2205.14135), Algorithm 0:
-#   read Q, K, write S; read S, write P; read P, V, write O.
-# - standard backward: the same paper, Appendix B.4, Algorithm 3 (P is kept from the forward
-#   pass): read P, dO, write dV; read dO, V, write dP; read P, dP, write dS; read dS, K,
-#   write dQ; read dS, Q, write dK.
-# - FlashAttention-2 forward (Dao, 2023, arXiv:2307.08691), Algorithm 1: per query block read
-#   Q_i once and every K_j, V_j; write O_i and the log-sum-exp L_i.
-# - FlashAttention-2 backward, Algorithm 2: D = rowsum(dO ∘ O) (read dO, O; write D);
-#   dQ = 0 written; per key block read K_j, V_j and write dK_j, dV_j; for every (key block,
-#   query block) pair read Q_i, O_i, dO_i, dQ_i, L_i, D_i and write dQ_i back. S and P are
-#   recomputed from Q, K and L instead of read: 2N²d more FLOPs, no N² traffic. (Line 9
-#   loads O_i although only D_i is used after line 4; we count the algorithm as written.)
-#
-# Matrix-product FLOPs: forward 2·2N²d (QKᵀ, PV); backward 4·2N²d (dV, dP, dQ, dK), plus
-# 2N²d for the recomputed QKᵀ in FlashAttention-2. Causal masking, which lets both skip
-# about half the work, is not counted.
-
-
-@dataclass(frozen=True)
-class Traffic:
-    """One pass of one head: HBM ``reads`` and ``writes`` (elements), matrix-product
-    ``flops``, and ``saved``: what the forward pass keeps for the backward one (the N x N
-    weights P on the standard path, the N log-sum-exps L on FlashAttention-2's)."""
-
-    path: str
-    direction: str
-    length: int
-    width: int
-    reads: int
-    writes: int
-    flops: int
-    saved: int
-
-    @property
-    def elements(self) -> int:
-        """reads + writes."""
-        return self.reads + self.writes
-
-    def bytes(self, dtype: str = "float16") -> int:
-        return self.elements * _itemsize(dtype)
-
-
-def _blocks(n: int, size: int) -> int:
-    return -(-n // size)  # ceil(n / size): the last block may be short
-
-
-def attention_traffic(
-    length: int,
-    width: int = 64,
-    path: str = "standard",
-    direction: str = "backward",
-    block_q: int = 128,
-    block_k: int = 128,
-) -> Traffic:
-    """HBM traffic of one head's ``direction`` pass ("forward" or "backward") on ``path``
-    ("standard" or "flash2"), counted from the papers' algorithms (see the comment above).
-
-    ``block_q`` (B_r) and ``block_k`` (B_c) are FlashAttention-2's tile sizes;
-    the standard path ignores them. Raises ValueError for sizes that are not
-    positive integers, or an unknown path or direction.
-    """
-    n = _positive_int("length", length)
-    d = _positive_int("width", width)
-    br = _positive_int("block_q", block_q)
-    bc = _positive_int("block_k", block_k)
-    if path not in ("standard", "flash2"):
-        raise ValueError(f"path must be 'standard' or 'flash2', got {path!r}")
-    if direction not in ("forward", "backward"):
-        raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
-    nn, nd = n * n, n * d
-    if path == "standard":
-        saved = nn  # P, kept for the backward pass
-        if direction == "forward":
-            # read Q, K | write S | read S | write P | read P, V | write O
-            reads, writes, flops = 2 * nd + nn + nn + nd, nn + nn + nd, 4 * nn * d
-        else:
-            # 1: P, dO -> dV   2: dO, V -> dP   3: P, dP -> dS   4: dS, K -> dQ   5: dS, Q -> dK
-            reads = (nn + nd) + 2 * nd + 2 * nn + (nn + nd) + (nn + nd)
-            writes = nd + nn + nn + nd + nd
-            flops = 8 * nn * d
-    else:
-        saved = n  # L, one log-sum-exp per query row
-        if direction == "forward":
-            t_r = _blocks(n, br)
-            reads, writes, flops = nd + t_r * 2 * nd, nd + n, 4 * nn * d
-        else:
-            t_c = _blocks(n, bc)
-            per_key_block = 4 * nd + 2 * n  # Q_i, O_i, dO_i, dQ_i and L_i, D_i over all i
-            reads = 2 * nd + 2 * nd + t_c * per_key_block  # D's dO, O; K_j, V_j; inner loop
-            writes = n + nd + 2 * nd + t_c * nd  # D; dQ = 0; dK_j, dV_j; dQ_i written back
-            flops = 10 * nn * d
-    return Traffic(path, direction, n, d, reads, writes, flops, saved)
-
-
-def format_traffic_table(
-    lengths: Iterable[int],
-    width: int = 64,
-    block: int = 128,
-    dtype: str = "float16",
-) -> str:
-    """Per head: the backward pass's HBM traffic, standard against FlashAttention-2, with
-    what each forward pass saves for it, in ``dtype`` bytes."""
-    size = _itemsize(dtype)
-    lines = [
-        f"backward pass, per head, d = {width}, FlashAttention-2 tiles {block} x {block}, {dtype}",
-        f"{'T':>7} {'standard':>11} {'FA-2':>11} {'ratio':>7}   "
-        f"{'saved: P (N²)':>14} {'saved: L (N)':>13}",
-    ]
-    for t in lengths:
-        std = attention_traffic(t, width, "standard", "backward")
-        fa2 = attention_traffic(t, width, "flash2", "backward", block, block)
-        lines.append(
-            f"{t:>7} {format_bytes(std.bytes(dtype)):>11} {format_bytes(fa2.bytes(dtype)):>11} "
-            f"{std.elements / fa2.elements:>6.1f}x   {format_bytes(std.saved * size):>14} "
-            f"{format_bytes(fa2.saved * size):>13}"
-        )
-    return "\n".join(lines)
-
-
-__all__ += ["Traffic", "attention_traffic", "format_traffic_table"]
-
-
 def benchmark_headline(run: BenchmarkRun, width: int, causal: bool = False) -> str:
     """A figure title computed from ``run``'s fitted exponents (two lines).
 
@@ -643,45 +642,3 @@ def benchmark_headline(run: BenchmarkRun, width: int, causal: bool = False) -> s
     )
     lines = [f"time slopes {time}" if time else "", f"memory slopes: {memory}" if memory else ""]
     return "\n".join(line for line in lines if line) or "no fitted slopes"
-
-
-def plot_traffic(
-    ax: Any,
-    lengths: Sequence[int],
-    width: int = 64,
-    block: int = 128,
-    dtype: str = "float16",
-) -> None:
-    """HBM traffic per head against T, log-log, in MiB of ``dtype``: the standard and
-    FlashAttention-2 forward and backward passes (`attention_traffic`), four labelled lines.
-
-    The title is computed from the counts: the backward ratio standard / FA-2 at
-    the shortest and the longest T. Raises ValueError as `attention_traffic`.
-    """
-    lengths = sorted(int(t) for t in lengths)
-    ratios = []
-    for path, style in (("standard", "-"), ("flash2", "--")):
-        for direction, marker in (("forward", "o"), ("backward", "s")):
-            counts = [attention_traffic(t, width, path, direction, block, block) for t in lengths]
-            mib = [c.bytes(dtype) / 2**20 for c in counts]
-            name = "standard" if path == "standard" else "FlashAttention-2"
-            ax.loglog(lengths, mib, marker + style, ms=4, label=f"{name}, {direction}")
-    for t in (lengths[0], lengths[-1]):
-        std = attention_traffic(t, width, "standard", "backward")
-        fa2 = attention_traffic(t, width, "flash2", "backward", block, block)
-        ratios.append(std.elements / fa2.elements)
-    ax.set_xticks(lengths, [str(t) for t in lengths], fontsize=8)
-    ax.minorticks_off()
-    ax.set_xlabel("sequence length T (queries = keys)")
-    ax.set_ylabel(f"HBM reads + writes per head (MiB, {dtype})")
-    ax.set_title(
-        f"d = {width}, FA-2 tiles {block} × {block}: the standard backward pass moves\n"
-        f"{ratios[0]:.1f}× (T = {lengths[0]}) to {ratios[1]:.1f}× (T = {lengths[-1]}) "
-        "the bytes of FA-2's",
-        fontsize=9,
-    )
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8)
-
-
-__all__ += ["benchmark_headline", "plot_traffic"]

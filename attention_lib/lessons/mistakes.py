@@ -9,6 +9,10 @@ whether the correct version passed (``correct_passes``).
 The checks (``check_*``) are ordinary development-time assertions: they raise
 `MistakeCaught` (an AssertionError) with a message that says what is wrong and
 what usually causes it, and return None when all is well.
+
+The inputs each mistake is made on (`random_rows`, `multi_head_qk`) and the
+measure of a causal leak (`future_leak`) are shared with the mistakes'
+explorer (`attention_lib.explorers.mistakes`), which draws the same runs.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ import numpy as np
 
 from ..core import attention_weights, scaled_dot_product_attention
 from ..normalisers import softmax
-from .rounding import ROUNDING_BOUND, format_difference
+from ..variants import cosines, qk_norm_logits
+from .printing import ROUNDING_BOUND, format_difference
 
 __all__ = [
     "MistakeCaught",
@@ -32,7 +37,10 @@ __all__ = [
     "check_not_saturated",
     "check_rows_sum_to_one",
     "check_scale_matches_head_width",
+    "future_leak",
+    "multi_head_qk",
     "qk_normalised_weights",
+    "random_rows",
     "run_mask_after_softmax",
     "run_model_width_scale",
     "run_scale_as_knob",
@@ -125,6 +133,27 @@ def check_scale_matches_head_width(scale: float, query: np.ndarray) -> None:
         )
 
 
+def future_leak(
+    attend: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
+    query: np.ndarray,
+    key: np.ndarray,
+    value: np.ndarray,
+) -> float:
+    """How far a causal ``attend(query, key, value)`` lets the last key move earlier rows.
+
+    Changes the last key and value (the "future" of every query but the last)
+    and returns the largest change of the other rows' outputs: 0 (up to
+    rounding) for a correct causal attention. Shapes (L, E), (S, E), (S, Ev)
+    with L = S; the inputs are not modified.
+    """
+    before = attend(query, key, value)  # (L, Ev)
+    key2, value2 = key.copy(), value.copy()
+    key2[-1] = key2[-1] * -3.0 + 1.0  # a different last key...
+    value2[-1] = value2[-1] + 5.0  # ...and value
+    after = attend(query, key2, value2)  # (L, Ev)
+    return float(np.max(np.abs(after[:-1] - before[:-1])))
+
+
 def check_no_future_leak(
     attend: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
     query: np.ndarray,
@@ -134,16 +163,10 @@ def check_no_future_leak(
 ) -> None:
     """A causal ``attend(query, key, value)`` must not let the last key change earlier rows.
 
-    Changes the last key and value (the "future" of every query but the last)
-    and compares the outputs of the other rows. Shapes (L, E), (S, E), (S, Ev)
-    with L = S. Raises MistakeCaught with the largest change seen.
+    Measures `future_leak` (shapes (L, E), (S, E), (S, Ev) with L = S).
+    Raises MistakeCaught with the largest change seen.
     """
-    before = attend(query, key, value)  # (L, Ev)
-    key2, value2 = key.copy(), value.copy()
-    key2[-1] = key2[-1] * -3.0 + 1.0  # a different last key...
-    value2[-1] = value2[-1] + 5.0  # ...and value
-    after = attend(query, key2, value2)  # (L, Ev)
-    change = float(np.max(np.abs(after[:-1] - before[:-1])))
+    change = future_leak(attend, query, key, value)
     if change > atol:
         raise MistakeCaught(
             f"changing the last key moved the outputs of earlier queries by up to {change:.3g}: "
@@ -165,6 +188,43 @@ def check_not_saturated(weights: np.ndarray, max_top: float = 0.9) -> None:
             "if the queries and keys have grown during training, normalise them (QK "
             "normalisation) instead of tuning the scale"
         )
+
+
+# -- the inputs every mistake is made on -----------------------------------------------
+
+
+def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:
+    """(L, d_model) -> (n_heads, L, d_model // n_heads): each head's slice of the features.
+
+    Raises ValueError if d_model is not a multiple of n_heads.
+    """
+    length, d_model = x.shape
+    if n_heads < 1 or d_model % n_heads:
+        raise ValueError(f"d_model {d_model} must be a positive multiple of n_heads {n_heads}")
+    return x.reshape(length, n_heads, d_model // n_heads).swapaxes(0, 1)  # (H, L, dh)
+
+
+def random_rows(length: int, width: int, count: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+    """``count`` arrays (length, width) of N(0, 1) entries from one seeded generator, in turn:
+    the queries, keys (and values) each mistake is made on, here and in its explorer."""
+    rng = np.random.default_rng(seed)
+    return tuple(rng.normal(size=(length, width)) for _ in range(count))  # (L, E) each
+
+
+def multi_head_qk(
+    d_model: int = 512, n_heads: int = 8, length: int = 16, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-head queries and keys (H, L, d_model // H) of one seeded multi-head layer.
+
+    Token features are N(0, 1) and the projections N(0, 1/d_model), so each
+    head's queries and keys have unit-variance entries. Raises ValueError as
+    `split_heads` does.
+    """
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(length, d_model))  # (L, d_model) token features
+    w_q = rng.normal(size=(d_model, d_model)) / math.sqrt(d_model)  # (d_model, d_model)
+    w_k = rng.normal(size=(d_model, d_model)) / math.sqrt(d_model)  # (d_model, d_model)
+    return split_heads(x @ w_q, n_heads), split_heads(x @ w_k, n_heads)  # (H, L, dh) each
 
 
 # -- the wrong functions, as a learner might write them ------------------------------
@@ -197,17 +257,6 @@ def attend_mask_after_softmax(
 # -- 1. the scale from d_model rather than from one head -----------------------------
 
 
-def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:
-    """(L, d_model) -> (n_heads, L, d_model // n_heads): each head's slice of the features.
-
-    Raises ValueError if d_model is not a multiple of n_heads.
-    """
-    length, d_model = x.shape
-    if n_heads < 1 or d_model % n_heads:
-        raise ValueError(f"d_model {d_model} must be a positive multiple of n_heads {n_heads}")
-    return x.reshape(length, n_heads, d_model // n_heads).swapaxes(0, 1)  # (H, L, dh)
-
-
 def run_model_width_scale(
     d_model: int = 512, n_heads: int = 8, length: int = 16, seed: int = 0
 ) -> MistakeRun:
@@ -218,12 +267,7 @@ def run_model_width_scale(
     scaled logits have a spread near 1. The mistaken scale is sqrt(n_heads)
     times too small: the spread drops by that factor and the weights flatten.
     """
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(length, d_model))  # (L, d_model) token features
-    w_q = rng.normal(size=(d_model, d_model)) / math.sqrt(d_model)  # (d_model, d_model)
-    w_k = rng.normal(size=(d_model, d_model)) / math.sqrt(d_model)  # (d_model, d_model)
-    q = split_heads(x @ w_q, n_heads)  # (H, L, dh)
-    k = split_heads(x @ w_k, n_heads)  # (H, L, dh)
+    q, k = multi_head_qk(d_model, n_heads, length, seed)  # (H, L, dh) each
     raw = q @ k.swapaxes(-1, -2)  # (H, L, L)
     wrong_scale = 1.0 / math.sqrt(d_model)
     right_scale = 1.0 / math.sqrt(q.shape[-1])
@@ -255,9 +299,7 @@ def run_wrong_axis(length: int = 5, width: int = 16, seed: int = 0) -> MistakeRu
 
     The shapes all work, so nothing complains; only the row sums give it away.
     """
-    rng = np.random.default_rng(seed)
-    q = rng.normal(size=(length, width))  # (L, E)
-    k = rng.normal(size=(length, width))  # (L, E)
+    q, k = random_rows(length, width, 2, seed)  # (L, E) each
     scores = q @ k.T / math.sqrt(width)  # (L, L)
     wrong = softmax(scores, axis=0)  # (L, L), normalised down each column
     right = attention_weights(q, k)  # (L, L), normalised along each row
@@ -285,10 +327,7 @@ def run_mask_after_softmax(length: int = 6, width: int = 8, seed: int = 0) -> Mi
     Two checks catch it: the rows no longer sum to one, and the masked future
     keys still move earlier outputs through the softmax's denominator.
     """
-    rng = np.random.default_rng(seed)
-    q = rng.normal(size=(length, width))  # (L, E)
-    k = rng.normal(size=(length, width))  # (L, E)
-    v = rng.normal(size=(length, width))  # (L, E)
+    q, k, v = random_rows(length, width, 3, seed)  # (L, E) each
     keep = np.tril(np.ones((length, length), dtype=bool))  # (L, L) causal
     wrong = softmax(q @ k.T / math.sqrt(width), axis=-1) * keep  # (L, L)
     right = attention_weights(q, k, is_causal=True)  # (L, L)
@@ -329,20 +368,14 @@ def qk_normalised_weights(
 ) -> np.ndarray:
     """QK normalisation: unit-length queries and keys, logits = temperature × cos(q, k).
 
-    The logits can never leave [-temperature, temperature], however large the
-    raw queries and keys grow. ``temperature`` defaults to sqrt(E); RMS-normalising
-    q and k and then scaling by 1/sqrt(E), as QK-norm layers do, gives the same
+    The softmax of `attention_lib.variants.qk_norm_logits`: the logits can
+    never leave [-temperature, temperature], however large the raw queries
+    and keys grow. ``temperature`` defaults to sqrt(E); RMS-normalising q and
+    k and then scaling by 1/sqrt(E), as QK-norm layers do, gives the same
     logits (a learned gain would make it a parameter). Shapes as
     `attention_weights`; returns (..., L, S).
     """
-    width = query.shape[-1]
-    temperature = math.sqrt(width) if temperature is None else temperature
-    return attention_weights(_unit_rows(query), _unit_rows(key), scale=temperature)  # (..., L, S)
-
-
-def _unit_rows(x: np.ndarray) -> np.ndarray:
-    """Each row of x (..., n, E) divided by its length."""
-    return x / np.linalg.norm(x, axis=-1, keepdims=True)  # (..., n, E)
+    return softmax(qk_norm_logits(query, key, temperature), axis=-1)  # (..., L, S)
 
 
 def run_scale_as_knob(
@@ -359,9 +392,7 @@ def run_scale_as_knob(
     tuned to undo the growth seen at ``tuned_at`` only holds there; QK
     normalisation holds at every g. The check runs at the largest growth.
     """
-    rng = np.random.default_rng(seed)
-    q = rng.normal(size=(length, width))  # (L, E)
-    k = rng.normal(size=(length, width))  # (L, E)
+    q, k = random_rows(length, width, 2, seed)  # (L, E) each
     standard = 1.0 / math.sqrt(width)
     tuned = standard / tuned_at**2  # undoes the growth seen at g = tuned_at, and only there
     numbers: dict[str, float] = {}
@@ -371,7 +402,7 @@ def run_scale_as_knob(
     for g in growths:
         qg, kg = g * q, g * k  # (L, E) each, grown
         raw = qg @ kg.T  # (L, L), grows like g²
-        cos = _unit_rows(qg) @ _unit_rows(kg).T  # (L, L), in [-1, 1] whatever g is
+        cos = cosines(qg, kg)  # (L, L), in [-1, 1] whatever g is
         row = {
             "logit std, standard": float((raw * standard).std()),
             "logit std, tuned": float((raw * tuned).std()),

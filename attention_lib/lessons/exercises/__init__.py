@@ -1,0 +1,68 @@
+"""The "Try it yourself" exercises: checkers that run the learner's code and say what is off.
+
+Each checker runs the learner's function on seeded cases against the
+library's reference and prints a report in the learner's terms (which
+mistake it looks like, on which rows); the solutions wait here, off the
+page, for a solution gate to show after an attempt.
+
+Notebook 02 (the reference call, in numpy):
+
+    attention       `check_attention`: your own attention against the reference
+    scale_rule      `check_scale_rule`: your scale as a function of the head width
+    combined_mask   `check_combined_mask`: one mask for a padded, causal batch
+    decode          `check_decode_step`: a KV-cache decode step, append then attend
+
+Notebook 07 (FlashAttention, built by hand):
+
+    online_update   `check_online_update`: one step of the online softmax
+    flash_forward   `check_flash_forward`: the tiled forward pass, with the log-sum-exp
+    flash_backward  `check_flash_backward`: the backward pass from the log-sum-exp
+    key_block       `check_key_block`: a Triton kernel's key loop, in the interpreter;
+                    triton_runner, triton_child and triton_skeleton run it there
+
+    base            what every checker shares: the report, running the learner's code,
+                    one tolerance
+    solutions       every exercise's solution and explanation
+
+Importing this package imports neither torch nor triton.
+"""
+
+from .attention import AttentionCheck, check_attention
+from .base import CaseResult, CheckReport, Solution
+from .combined_mask import MaskCheck, check_combined_mask
+from .decode import DecodeCheck, check_decode_step
+from .flash_backward import FlashBackwardCheck, check_flash_backward
+from .flash_forward import FlashForwardCheck, check_flash_forward
+from .key_block import KeyBlockCheck, check_key_block, check_key_blocks
+from .online_update import OnlineUpdateCheck, check_online_update
+from .scale_rule import ScaleRuleCheck, check_scale_rule
+from .solutions import FLASH_SOLUTIONS, SOLUTIONS, solution_function, solution_scope
+from .triton_runner import skeleton_source
+
+__all__ = [
+    "FLASH_SOLUTIONS",
+    "SOLUTIONS",
+    "AttentionCheck",
+    "CaseResult",
+    "CheckReport",
+    "DecodeCheck",
+    "FlashBackwardCheck",
+    "FlashForwardCheck",
+    "KeyBlockCheck",
+    "MaskCheck",
+    "OnlineUpdateCheck",
+    "ScaleRuleCheck",
+    "Solution",
+    "check_attention",
+    "check_combined_mask",
+    "check_decode_step",
+    "check_flash_backward",
+    "check_flash_forward",
+    "check_key_block",
+    "check_key_blocks",
+    "check_online_update",
+    "check_scale_rule",
+    "skeleton_source",
+    "solution_function",
+    "solution_scope",
+]

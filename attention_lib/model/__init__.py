@@ -1,0 +1,20 @@
+"""The small trained model: its corpus, the model, its training, its weights and report.
+
+A two-layer decoder-only transformer whose attention call and scale rule
+are parameters, trained here on sentences where a word must find another
+(a pronoun and what it stands for), so that the notebooks can show what
+real heads learn. Above the library (it calls the reference and tiled
+paths), below the lessons and explorers (they read it):
+
+    catalogue    the trained models' names, settings and labels; where the weights lie
+    corpus       its sentences, generated here: pronouns and what they stand for
+    tiny_model   the model; ``attention=`` swaps its attention call; save and load
+    head_stats   per head: logit spread, entropy, softmax-Jacobian norm, q-k alignment
+    training     ``make model``: train every model, measure its heads, write the files
+    report       the committed report: read it, describe the models, compare a retrain
+    views        the trained model seen from the notebooks: where a word looks, head maps
+    trained/     the committed weights (``*.npz``), ``report.json`` and ``report.png``
+
+tiny_model, training and views import torch; catalogue, corpus, head_stats
+and report do not.
+"""
