@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,10 +43,12 @@ from attention_lib import (
     softmax1,
     sparsemax,
 )
-from attention_lib.explorers.crowded_room import changed_hands, room_shares, three_steps
+from attention_lib.explorers.registry import REGISTRY, shown_in
 from attention_lib.flash import key_blocks
-from attention_lib.lessons.scaling_stats import scale_for, weight_stats
-from attention_lib.lessons.theory import softmax_jacobian
+from attention_lib.lessons.crowded_room import changed_hands, three_steps
+from attention_lib.lessons.scaling import weight_stats
+from attention_lib.normalisers import softmax_jacobian
+from attention_lib.scales import scale_for, turn_volume
 from labdriver import RedrawTimeout
 
 pytestmark = pytest.mark.browser
@@ -90,9 +93,9 @@ PERCENT_ROUNDING = 0.5 + 1e-6  # titles print shares as whole percentages
 
 def check_volume_knob(values: Values, inputs: dict, fig: Figure) -> None:
     volume = float(values["volume"])
-    expected = room_shares(np.array(inputs["relevance"]), volume)  # (n,)
+    expected = turn_volume(np.array(inputs["relevance"]), volume)  # (n,)
     ax = fig["axes"][0]
-    _close(ax["heights"][: expected.size], expected, EXACT, "bar heights vs room_shares")
+    _close(ax["heights"][: expected.size], expected, EXACT, "bar heights vs turn_volume")
     top = int(np.argmax(expected))
     assert f"{inputs['names'][top]} gets" in ax["title"], ax["title"]
     if expected[top] >= 0.095:  # shown as a whole percentage
@@ -285,7 +288,7 @@ def check_qk_norm(values: Values, inputs: dict, fig: Figure) -> None:
 
 
 def check_where_it_looks(values: Values, inputs: dict, fig: Figure) -> None:
-    from attention_lib.lessons.model_views import where_it_looks
+    from attention_lib.model.views import where_it_looks
 
     # the explorer runs the model at the slider's value rounded to 6 decimals
     gaze = where_it_looks(
@@ -335,7 +338,7 @@ def check_alternatives(values: Values, inputs: dict, fig: Figure) -> None:
 
 
 def check_head_maps(values: Values, inputs: dict, fig: Figure) -> None:
-    from attention_lib.lessons.model_views import attention_maps
+    from attention_lib.model.views import attention_maps
 
     maps = attention_maps(str(values["sentence"]), str(values["model"]))
     layer, head = int(values["layer"]), int(values["head"])
@@ -564,6 +567,11 @@ def test_sliders_redraw_to_library_values(notebook, tmp_path: Path) -> None:
     assert not unknown, (
         f"no check for explorer class(es) {sorted(unknown)}: add an entry to CHECKS in {__file__}"
     )
+    shown = Counter(e["cls"] for e in state["explorers"])
+    assert shown == shown_in(page.path.removesuffix(".ipynb")), (
+        f"explorers in the page {dict(shown)}, the registry says "
+        f"{shown_in(page.path.removesuffix('.ipynb'))}"
+    )
     classes = {e["key"]: e["cls"] for e in state["explorers"]}
     failures: list[str] = []
     moved: set[tuple[str, str]] = set()
@@ -663,3 +671,10 @@ def _check_move(
     except AssertionError as error:
         failures.append(f"{what}: {explorer['cls']} at {values}: {error}")
     return failures
+
+
+def test_every_registered_explorer_has_a_check() -> None:
+    assert set(CHECKS) == {e.name for e in REGISTRY}, (
+        f"CHECKS {sorted(CHECKS)} and the explorer registry {sorted(e.name for e in REGISTRY)} "
+        "differ: an explorer is added in explorers/registry.py and checked here"
+    )
