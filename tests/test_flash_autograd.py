@@ -178,24 +178,27 @@ def test_torch_fast_path_equals_pytorch_and_the_readable_loop(kw, blocks):
     np.testing.assert_allclose(got.numpy(), readable, atol=1e-12)
 
 
-def test_tiled_forward_returns_the_log_sum_exp():
+def test_tiled_forward_returns_each_rows_maximum_and_total():
     q, k, v = (make((3, n, 8), "torch", "float64", i) for i, n in enumerate((11, 13, 13)))
-    out, lse = tiled_forward(q, k, v, None, True, 0.5, 4, 5, (3,))
+    out, m, total = tiled_forward(q, k, v, None, True, 0.5, 4, 5, (3,))
     scores = (q @ k.transpose(1, 2) * 0.5).masked_fill(
         ~torch.ones(11, 13).tril().bool(), -torch.inf
     )
+    torch.testing.assert_close(m[..., 0], scores.amax(dim=-1), rtol=0, atol=1e-12)
+    lse = (m + total.log())[..., 0]  # the log-sum-exp, which the backward pass never forms
     torch.testing.assert_close(lse, torch.logsumexp(scores, dim=-1), rtol=0, atol=1e-12)
     torch.testing.assert_close(out, torch.softmax(scores, -1) @ v, rtol=0, atol=1e-12)
 
 
-def test_fully_masked_rows_give_zeros_and_lse_inf():
+def test_fully_masked_rows_give_zeros_and_a_zero_total():
     q, k, v = qkv("torch", batch=(2,), length=4, keys=6, width=3, value_width=2)
     mask = torch.ones(4, 6, dtype=torch.bool)
     mask[1] = False
     out = tiled(q, k, v, mask, block_q=2, block_k=4)
     assert torch.all(out[:, 1] == 0) and torch.isfinite(out).all()
-    _, lse = tiled_forward(q, k, v, mask, False, 1.0, 2, 4, (2,))
-    assert torch.all(lse[:, 1] == torch.inf)
+    _, m, total = tiled_forward(q, k, v, mask, False, 1.0, 2, 4, (2,))
+    assert torch.all(total[:, 1] == 0) and torch.all(m[:, 1] == 0)  # shifted by 0, not -inf
+    assert torch.all(total[:, [0, 2, 3]] >= 1)  # the row's largest term is exp(0)
 
 
 def test_nan_stays_in_its_row():

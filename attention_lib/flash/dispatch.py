@@ -122,10 +122,8 @@ def flash_attention(
             raise refusal
     problem = materialise(spec)  # upcast, grouped heads repeated
     if is_torch_array(problem.query):
-        from .autograd import TORCH_BLOCK_K, TORCH_BLOCK_Q, tiled_attention
+        from .autograd import tiled_attention
 
-        block_q = TORCH_BLOCK_Q if block_q is None else block_q
-        block_k = TORCH_BLOCK_K if block_k is None else block_k
         out = tiled_attention(problem, block_q, block_k)  # (..., L, Ev)
     else:
         from .loop import NUMPY_BLOCK_K, NUMPY_BLOCK_Q, tiled_generic
@@ -133,4 +131,4 @@ def flash_attention(
         block_q = NUMPY_BLOCK_Q if block_q is None else block_q
         block_k = NUMPY_BLOCK_K if block_k is None else block_k
         out = tiled_generic(problem, block_q, block_k)  # (..., L, Ev)
-    return problem.xp.astype(out, problem.out_dtype)
+    return problem.xp.astype(out, problem.out_dtype, copy=False)  # no copy in its own dtype
