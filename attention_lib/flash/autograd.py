@@ -64,6 +64,7 @@ from . import workers
 from .tiles import all_finite, key_blocks, query_blocks, row_shift, visible_product
 
 __all__ = [
+    "LAZY_LIMIT",
     "PARALLEL_MIN_SCORES",
     "TORCH_BLOCK_K",
     "TORCH_BLOCK_Q",
@@ -87,6 +88,21 @@ TORCH_CAUSAL_BLOCK = 256
 # Below this many scores (N·L·S) a call runs in the calling thread: starting
 # threads' work costs more than it saves.
 PARALLEL_MIN_SCORES = 1 << 20
+
+# The lazy maximum (FlashAttention-4's conditional rescaling, in its simplest form): after a
+# row block's first tile, that tile's maximum stays the shift, and the tiles after it skip
+# the row maximum and the rescaling (a tenth of the forward pass's time on a CPU). Softmax
+# does not depend on the shift; it only must keep exp from overflowing. Every term is
+# exp(score - shift) <= total, so a total at most LAZY_LIMIT (2^40) bounds every score to
+# 28 above the shift: no overflow in the output or in the backward pass, which reuses the
+# shift. A row block whose total passes it is done again with the running maximum.
+LAZY_LIMIT = 2.0**40
+
+# Rows of E floats whose length is a multiple of 64 bytes (E = 64, 128) put the rows of a
+# (S, E) key or value in the same few cache sets, and the matrix products read them 20-30%
+# slower (measured on a 2-core AVX-512 CPU, 256 x 512 x 64 tiles); copies of the query
+# block, keys and values with their rows padded by 64 bytes run at full speed.
+_PAD_BYTES = 64
 
 _XP = namespace(torch.empty(0))
 
@@ -206,10 +222,52 @@ class _Plan:
         self.groups = [(n, min(n + step, self.size)) for n in range(0, self.size, step)]
         self._triangles: dict[tuple[int, int, int], torch.Tensor] = {}
         self.device = query.device
+        self.lazy = not self.may_be_empty
+        # a shift folds into the product of scores unless a float mask is added after it
+        # (q k^T - m + mask cancels at a -1e9 mask: q k^T + mask - m does not)
+        self.fold = not self.has_mask
+        # the copies' rows get room for a column more, and on a large problem 64 bytes
+        self.pad = 1 if small else _PAD_BYTES // query.element_size()
 
     def __getitem__(self, name_and_group: tuple[str, tuple[int, int]]) -> torch.Tensor:
         name, group = name_and_group
         return self.parts[name][group]
+
+    def copy(
+        self, scratch: dict[str, Any], name: str, x: torch.Tensor, scale: float | None = None
+    ) -> torch.Tensor:
+        """``x`` (g, a, b) (times ``scale``) in one thread's buffer ``name``, and a column more.
+
+        Returns a (g, a, b + 1) view whose last column is the caller's to
+        fill (ones, or a shift to fold into a product). On a large problem
+        its rows are `_PAD_BYTES` longer than b, so the products read it at
+        full speed.
+        """
+        g, a, b = x.shape
+        buffer = _scratch(scratch, name, g * a * (b + self.pad), x)
+        view = _tile(buffer, (g, a, b + self.pad))[..., : b + 1]  # (g, a, b + 1), a view
+        if scale is None:
+            view[..., :b].copy_(x)
+        else:
+            torch.mul(x, scale, out=view[..., :b])
+        return view
+
+    def keys_and_values(
+        self, group: tuple[int, int], scratch: dict[str, Any]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The group's keys (g, S, E + 1) and values (g, S, Ev + 1), a column of ones last.
+
+        Copied once per thread and group (`copy`). The ones let a product
+        subtract a row's shift: [q, -shift] @ [k, 1]^T = q k^T - shift.
+        """
+        if scratch.get("keys of") != group:
+            scratch["keys of"] = group
+            key = self.copy(scratch, "key", self["key", group])  # (g, S, E + 1)
+            value = self.copy(scratch, "value", self["value", group])  # (g, S, Ev + 1)
+            key[..., -1] = 1.0
+            value[..., -1] = 1.0
+            scratch["kv"] = key, value
+        return scratch["kv"]
 
     def key_blocks(self, rows: tuple[int, int]) -> list[tuple[int, int]]:
         return key_blocks(rows, self.length_k, self.block_k, self.is_causal)
@@ -263,38 +321,81 @@ class _Plan:
         return row_shift(_XP, m) if self.may_be_empty else m
 
 
+def _row_block(
+    plan: _Plan,
+    q: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    group: tuple[int, int],
+    rows: tuple[int, int],
+    buffer: torch.Tensor,
+    lazy: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """The online softmax over one block of query rows: acc (g, bq, Ev), shift and total (g, bq, 1).
+
+    ``q`` (g, bq, E + 1) holds the scaled queries and a free column,
+    ``key`` (g, S, E + 1) and ``value`` (g, S, Ev + 1) the keys and values
+    and ones (`_Plan.keys_and_values`). ``lazy``: the shift stays the first
+    tile's maximum, folded into the products of the tiles after it as
+    q's last column (no row maximum, no rescaling, no subtraction there);
+    returns None when a later score rose so far above it that the total
+    passed `LAZY_LIMIT`, and the block is to be done again without.
+    """
+    shape = q.shape[:2]  # (g, bq)
+    key_t = key.transpose(-1, -2)  # (g, E + 1, S), a view
+    m = q.new_full((*shape, 1), -math.inf)  # (g, bq, 1)
+    total = q.new_zeros((*shape, 1))  # (g, bq, 1)
+    acc = q.new_zeros((*shape, value.shape[-1] - 1))  # (g, bq, Ev)
+    shift = m
+    for step, cols in enumerate(plan.key_blocks(rows)):
+        c = slice(*cols)
+        tile = _tile(buffer, (*shape, cols[1] - cols[0]))  # (g, bq, bk)
+        if lazy and step > 0:  # the shift stays: nothing to rescale
+            s = torch.bmm(q, key_t[..., c], out=tile)  # (g, bq, bk): scores - shift
+            plan.mask_scores(s, group, rows, cols)  # the causal triangle: -inf
+            p = s.exp_()  # (g, bq, bk), exp(s - shift) in place
+            total.add_(p.sum(dim=-1, keepdim=True))  # (g, bq, 1)
+            acc.baddbmm_(p, value[:, c, :-1])  # (g, bq, Ev)
+            continue
+        s = torch.bmm(q[..., :-1], key_t[:, :-1, c], out=tile)  # (g, bq, bk)
+        visible = plan.mask_scores(s, group, rows, cols)
+        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (g, bq, 1)
+        shift = plan.shift(m_new)  # (g, bq, 1)
+        p = s.sub_(shift).exp_()  # (g, bq, bk): the tile becomes exp(s - shift) in place
+        rescale = (m - shift).exp_()  # (g, bq, 1), exp(old max - new max) <= 1
+        total.mul_(rescale).add_(p.sum(dim=-1, keepdim=True))  # (g, bq, 1)
+        _accumulate(acc.mul_(rescale), p, value[:, c, :-1], visible)  # (g, bq, Ev)
+        m = m_new
+        if lazy:
+            torch.neg(shift, out=q[..., -1:])  # [q, -shift] @ [k, 1]^T = q k^T - shift
+    if lazy and not float(total.amax()) <= LAZY_LIMIT:  # NaN fails too
+        return None
+    return acc, row_shift(_XP, shift), total  # shift 0 where every key is masked
+
+
 def _forward_rows(
     plan: _Plan,
-    results: _Operand,
+    results: tuple[_Operand, _Operand, _Operand],
     item: tuple[tuple[int, int], tuple[int, int]],
     scratch: dict[str, Any],
 ) -> None:
     """One work item of the forward pass: a group's output rows [r0, r1), their m and total."""
     group, rows = item
     r = slice(*rows)
-    shape = (group[1] - group[0], rows[1] - rows[0])  # (g, bq)
-    q = plan["query", group][:, r] * plan.scale  # (g, bq, E), the scale folded in once
-    key_t = plan["key", group].transpose(-1, -2)  # (g, E, S), a view
-    value = plan["value", group]  # (g, S, Ev)
-    buffer = _scratch(scratch, "s", prod(shape) * plan.block_k, q)
-    m = q.new_full((*shape, 1), -math.inf)  # (g, bq, 1)
-    total = q.new_zeros((*shape, 1))  # (g, bq, 1)
-    acc = q.new_zeros((*shape, value.shape[-1]))  # (g, bq, Ev)
-    for cols in plan.key_blocks(rows):
-        c = slice(*cols)
-        s = torch.bmm(q, key_t[..., c], out=_tile(buffer, (*shape, cols[1] - cols[0])))
-        visible = plan.mask_scores(s, group, rows, cols)  # s: (g, bq, bk)
-        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (g, bq, 1)
-        shift = plan.shift(m_new)  # (g, bq, 1)
-        p = s.sub_(shift).exp_()  # (g, bq, bk): the tile becomes exp(s - shift) in place
-        rescale = (m - shift).exp_()  # (g, bq, 1), exp(old max - new max) <= 1
-        total.mul_(rescale).add_(p.sum(dim=-1, keepdim=True))  # (g, bq, 1)
-        _accumulate(acc.mul_(rescale), p, value[:, c], visible)  # (g, bq, Ev)
-        m = m_new
-    out = results[group]  # (g, L, Ev + 2): output, m and total side by side
-    torch.div(acc, torch.where(total == 0, 1.0, total), out=out[:, r, :-2])  # masked rows: 0
-    out[:, r, -2:-1] = row_shift(_XP, m)  # (g, bq, 1); 0 where every key is masked
-    out[:, r, -1:] = total  # (g, bq, 1)
+    key, value = plan.keys_and_values(group, scratch)  # (g, S, E + 1), (g, S, Ev + 1)
+    q = plan.copy(scratch, "q", plan["query", group][:, r], plan.scale)  # (g, bq, E + 1)
+    buffer = _scratch(scratch, "s", q.shape[0] * q.shape[1] * plan.block_k, q)
+    block = _row_block(plan, q, key, value, group, rows, buffer, lazy=plan.lazy)
+    if block is None:  # the lazy shift fell too far below a row's maximum
+        block = _row_block(plan, q, key, value, group, rows, buffer, lazy=False)
+    acc, shift, total = block
+    out, m, totals = (x[group] for x in results)  # (g, L, Ev), (g, L, 1), (g, L, 1)
+    if plan.may_be_empty:
+        torch.div(acc, torch.where(total == 0, 1.0, total), out=out[:, r])  # masked rows: 0
+    else:  # every row sees a key, and its largest term is exp(0) = 1
+        torch.div(acc, total, out=out[:, r])
+    m[:, r] = shift
+    totals[:, r] = total
 
 
 @torch.no_grad()
@@ -315,7 +416,8 @@ def tiled_forward(
     dtype, their batch dimensions broadcasting to ``batch``; ``mask`` None
     or, with at least two dimensions, broadcasting to (*batch, L, S) (a
     size-1 dimension is not sliced). Returns out (*batch, L, Ev) and, each
-    (*batch, L, 1), m, each row's largest score (0 for a row whose keys are
+    (*batch, L, 1), m, the shift of each row's scores (its largest score,
+    or one at most 28 below it: `LAZY_LIMIT`; 0 for a row whose keys are
     all masked), and total, the sum of exp(score - m) over its keys (0 for
     such a row, whose output is 0): the log-sum-exp is m + log(total).
 
@@ -325,28 +427,29 @@ def tiled_forward(
     operands = {"query": query, "key": key, "value": value, "mask": mask}
     config = (is_causal, scale, block_q, block_k, batch)
     results = _forward(_Plan(operands, *config, exact=False))
-    if not all_finite(_XP, results):
+    if not all_finite(_XP, results[0]):
         results = _forward(_Plan(operands, *config, exact=True))
-    width_v = value.shape[-1]
-    return results[..., :width_v], results[..., -2:-1], results[..., -1:]
+    return results
 
 
-def _forward(plan: _Plan) -> torch.Tensor:
-    """The forward pass on ``plan``'s route: output, m and total side by side (..., L, Ev + 2)."""
+def _forward(plan: _Plan) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The forward pass on ``plan``'s route: out (*batch, L, Ev), m and total (*batch, L, 1)."""
     batch, value = plan.batch, plan.inputs["value"]
-    # output, m and total in one tensor, so each item writes one place
-    results = value.new_empty((*batch, plan.length, value.shape[-1] + 2))  # (*batch, L, Ev + 2)
+    out = value.new_empty((*batch, plan.length, value.shape[-1]))  # (*batch, L, Ev)
+    m = value.new_empty((*batch, plan.length, 1))  # (*batch, L, 1)
+    total = value.new_empty((*batch, plan.length, 1))  # (*batch, L, 1)
     blocks = query_blocks(plan.length, plan.block_q)
-    if plan.is_causal:  # the longest items first, so that the last ones to finish are short
+    if plan.is_causal:  # a group's longest items first, so that the last to finish are short
         blocks.reverse()
-    items = [(group, rows) for rows in blocks for group in plan.groups]
-    parts = _Operand(results, batch)
+    # group by group, so that each thread copies a group's keys and values once
+    items = [(group, rows) for group in plan.groups for rows in blocks]
+    parts = (_Operand(out, batch), _Operand(m, batch), _Operand(total, batch))
 
     def item(work: tuple[tuple[int, int], tuple[int, int]], scratch: dict[str, Any]) -> None:
         _forward_rows(plan, parts, work, scratch)
 
     workers.run(item, items, plan.threads)
-    return results
+    return out, m, total
 
 
 class _Gradient:
@@ -402,38 +505,52 @@ def _backward_group(
     group: tuple[int, int],
     scratch: dict[str, Any],
 ) -> None:
-    """One work item of the backward pass: every tile of a group of entries, query rows outer."""
+    """One work item of the backward pass: every tile of a group of entries, query rows outer.
+
+    The shifts fold into the products as before (`_row_block`):
+    [q, -m] @ [k, 1]^T = s - m (where no float mask is added in between)
+    and [dO, -D] @ [v, 1]^T = dP - D.
+    """
     out, m, total, grad_out = (plan[name, group] for name in ("out", "m", "total", "grad_out"))
     dquery, dkey, dvalue = (grads[name][group] for name in ("query", "key", "value"))
-    key, value = plan["key", group], plan["value", group]  # (g, S, E), (g, S, Ev)
-    key_t, value_t = key.transpose(-1, -2), value.transpose(-1, -2)  # (g, E, S), (g, Ev, S)
+    key, value = plan.keys_and_values(group, scratch)  # (g, S, E + 1), (g, S, Ev + 1)
+    key_t, value_t = key.transpose(-1, -2), value.transpose(-1, -2)  # (g, E + 1, S), ...
     g = group[1] - group[0]
     size = g * plan.block_q * plan.block_k
     buffers = _scratch(scratch, "s", size, key), _scratch(scratch, "dp", size, key)
     for rows in query_blocks(plan.length, plan.block_q):
         r = slice(*rows)
         bq = rows[1] - rows[0]
-        q = plan["query", group][:, r] * plan.scale  # (g, bq, E)
+        q = plan.copy(scratch, "q", plan["query", group][:, r], plan.scale)  # (g, bq, E + 1)
+        torch.neg(m[:, r], out=q[..., -1:])  # the shift, folded into the scores' product
         inverse = torch.where(total[:, r] == 0, 0.0, 1.0 / total[:, r])  # (g, bq, 1); masked: 0
-        d_out = grad_out[:, r] * inverse  # (g, bq, Ev): dO / total, so that P need not be divided
-        delta = (grad_out[:, r] * out[:, r]).sum(dim=-1, keepdim=True).mul_(inverse)  # D / total
-        dq = torch.zeros_like(q)  # (g, bq, E)
+        # dO / total, so that P need not be divided, and -D / total, folded into dP's product
+        d_out = plan.copy(scratch, "d_out", grad_out[:, r])  # (g, bq, Ev + 1)
+        delta = (d_out[..., :-1] * out[:, r]).sum(dim=-1, keepdim=True)  # (g, bq, 1), D
+        d_out[..., :-1].mul_(inverse)
+        torch.mul(delta, inverse, out=d_out[..., -1:]).neg_()
+        dq = torch.zeros_like(q[..., :-1])  # (g, bq, E)
         for cols in plan.key_blocks(rows):
             c = slice(*cols)
             shape = (g, bq, cols[1] - cols[0])
-            s = torch.bmm(q, key_t[..., c], out=_tile(buffers[0], shape))  # (g, bq, bk)
-            visible = plan.mask_scores(s, group, rows, cols)
-            p = s.sub_(m[:, r]).exp_()  # (g, bq, bk): total x the forward's weights, recomputed
-            dp = torch.bmm(d_out, value_t[..., c], out=_tile(buffers[1], shape))  # dP / total
-            ds = dp.sub_(delta).mul_(p)  # (g, bq, bk), gradient of the scaled scores
+            if plan.fold:
+                s = torch.bmm(q, key_t[..., c], out=_tile(buffers[0], shape))  # s - m
+                visible = plan.mask_scores(s, group, rows, cols)
+                p = s.exp_()  # (g, bq, bk): total x the forward's weights, recomputed
+            else:
+                s = torch.bmm(q[..., :-1], key_t[:, :-1, c], out=_tile(buffers[0], shape))
+                visible = plan.mask_scores(s, group, rows, cols)  # (g, bq, bk): s + mask
+                p = s.sub_(m[:, r]).exp_()
+            dp = torch.bmm(d_out, value_t[..., c], out=_tile(buffers[1], shape))  # (dP - D)/total
+            ds = dp.mul_(p)  # (g, bq, bk), gradient of the scaled scores
             if visible is not None:
                 ds.masked_fill_(~visible, 0.0)  # a masked position passes nothing back
             if dmask is not None:
                 dmask.add(group, rows, cols, ds)
             seen_t = None if visible is None else visible.broadcast_to(shape).transpose(-1, -2)
-            _accumulate(dvalue[:, c], p.transpose(-1, -2), d_out, seen_t)  # (g, bk, Ev)
-            _accumulate(dq, ds, key[:, c], visible)  # (g, bq, E), times scale below
-            _accumulate(dkey[:, c], ds.transpose(-1, -2), q, seen_t)  # (g, bk, E)
+            _accumulate(dvalue[:, c], p.transpose(-1, -2), d_out[..., :-1], seen_t)  # (g, bk, Ev)
+            _accumulate(dq, ds, key[:, c, :-1], visible)  # (g, bq, E), times scale below
+            _accumulate(dkey[:, c], ds.transpose(-1, -2), q[..., :-1], seen_t)  # (g, bk, E)
         dquery[:, r] = dq.mul_(plan.scale)
 
 
