@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 import subprocess
 import sys
 
@@ -184,11 +185,13 @@ def test_tiled_forward_returns_each_rows_maximum_and_total():
     scores = (q @ k.transpose(1, 2) * 0.5).masked_fill(
         ~torch.ones(11, 13).tril().bool(), -torch.inf
     )
-    # the shift is the row's largest score in its first tile: at most the row's maximum
-    assert torch.all(m[..., 0] <= scores.amax(dim=-1) + 1e-12)
-    first_tiles = scores[:, :4, :5].amax(dim=-1)  # rows 0-3 over keys 0-4
+    # the shift, in units of ln 2, is the row's largest score in its first tile: at most
+    # the row's maximum
+    scores2 = scores * math.log2(math.e)
+    assert torch.all(m[..., 0] <= scores2.amax(dim=-1) + 1e-12)
+    first_tiles = scores2[:, :4, :5].amax(dim=-1)  # rows 0-3 over keys 0-4
     torch.testing.assert_close(m[:, :4, 0], first_tiles, rtol=0, atol=1e-12)
-    lse = (m + total.log())[..., 0]  # the log-sum-exp, which the backward pass never forms
+    lse = ((m + total.log2()) * math.log(2))[..., 0]  # never formed by the backward pass
     torch.testing.assert_close(lse, torch.logsumexp(scores, dim=-1), rtol=0, atol=1e-12)
     torch.testing.assert_close(out, torch.softmax(scores, -1) @ v, rtol=0, atol=1e-12)
 

@@ -61,7 +61,14 @@ from ..backend import namespace, prod
 from ..inputs import AttentionProblem
 from ..masks import mask_index
 from . import workers
-from .tiles import all_finite, key_blocks, query_blocks, row_shift, visible_product
+from .tiles import (
+    all_finite,
+    first_row,
+    key_blocks,
+    query_blocks,
+    row_shift,
+    visible_product,
+)
 
 __all__ = [
     "LAZY_LIMIT",
@@ -93,10 +100,18 @@ PARALLEL_MIN_SCORES = 1 << 20
 # row block's first tile, that tile's maximum stays the shift, and the tiles after it skip
 # the row maximum and the rescaling (a tenth of the forward pass's time on a CPU). Softmax
 # does not depend on the shift; it only must keep exp from overflowing. Every term is
-# exp(score - shift) <= total, so a total at most LAZY_LIMIT (2^40) bounds every score to
-# 28 above the shift: no overflow in the output or in the backward pass, which reuses the
-# shift. A row block whose total passes it is done again with the running maximum.
+# 2^(score - shift) <= total, so a total at most LAZY_LIMIT (2^40) bounds every score to
+# 40 above the shift (in units of ln 2, below): no overflow in the output or in the
+# backward pass, which reuses the shift. A row block whose total passes it is done again
+# with the running maximum.
 LAZY_LIMIT = 2.0**40
+
+# Scores are kept in units of ln 2 (the scale times log2(e) folded into the query copy) and
+# exponentiated with exp2, as FlashAttention's kernels do: torch's exp takes 8 to 60 times
+# longer on -inf (a masked score) and on arguments below -87 (far from the row's maximum,
+# common in trained models) than on others; exp2 takes the same time on all.
+LOG2E = math.log2(math.e)
+LN2 = math.log(2.0)
 
 # Rows of E floats whose length is a multiple of 64 bytes (E = 64, 128) put the rows of a
 # (S, E) key or value in the same few cache sets, and the matrix products read them 20-30%
@@ -199,6 +214,7 @@ class _Plan:
         self.size = prod(batch)
         self.length, self.length_k = query.shape[-2], key.shape[-2]
         self.is_causal, self.scale = is_causal, scale
+        self.scale2 = scale * LOG2E  # scores in units of ln 2: exp(s) = exp2(s log2(e))
         self.block_q, self.block_k = block_q, block_k
         self.exact = exact
         self.bool_mask = mask is not None and mask.dtype == torch.bool
@@ -293,9 +309,15 @@ class _Plan:
         if self.is_causal:
             if cols[1] - 1 <= rows[0]:  # wholly below the diagonal
                 return None
-            hidden = self._above_diagonal(rows, cols)  # (bq, bk)
-            s.masked_fill_(hidden, -math.inf)
-            return ~hidden if self.exact else None
+            # only the rows before the block's last key miss some of it
+            crossing = (rows[0], min(rows[1], cols[1] - 1))
+            hidden = self._above_diagonal(crossing, cols)  # (rows, bk)
+            s[:, : crossing[1] - crossing[0]].masked_fill_(hidden, -math.inf)
+            if not self.exact:
+                return None
+            visible = s.new_ones(s.shape[1:], dtype=torch.bool)  # (bq, bk)
+            visible[: crossing[1] - crossing[0]] = ~hidden
+            return visible
         if not self.has_mask:
             return None
         mask = self["mask", group]  # (g or *batch, L or 1, S or 1)
@@ -306,7 +328,7 @@ class _Plan:
             tile.masked_fill_(self["hidden", group][index], -math.inf)
             visible = part
         else:
-            tile.add_(part)  # a float mask is added; -inf removes a key
+            tile.add_(part, alpha=LOG2E)  # a float mask is added; -inf removes a key
             if not self.exact:
                 return None
             hidden = part == -math.inf
@@ -346,31 +368,34 @@ def _row_block(
     m = q.new_full((*shape, 1), -math.inf)  # (g, bq, 1)
     total = q.new_zeros((*shape, 1))  # (g, bq, 1)
     acc = q.new_zeros((*shape, value.shape[-1] - 1))  # (g, bq, Ev)
-    shift = m
     for step, cols in enumerate(plan.key_blocks(rows)):
+        # causal: the block's rows before its first key see none of it, and are left out
+        lo = first_row(rows, cols, plan.is_causal) - rows[0]
+        seen = (rows[0] + lo, rows[1])
         c = slice(*cols)
-        tile = _tile(buffer, (*shape, cols[1] - cols[0]))  # (g, bq, bk)
+        tile = _tile(buffer, (shape[0], shape[1] - lo, cols[1] - cols[0]))  # (g, rows, bk)
+        q_rows, m_rows, total_rows, acc_rows = q[:, lo:], m[:, lo:], total[:, lo:], acc[:, lo:]
         if lazy and step > 0:  # the shift stays: nothing to rescale
-            s = torch.bmm(q, key_t[..., c], out=tile)  # (g, bq, bk): scores - shift
-            plan.mask_scores(s, group, rows, cols)  # the causal triangle: -inf
-            p = s.exp_()  # (g, bq, bk), exp(s - shift) in place
-            total.add_(p.sum(dim=-1, keepdim=True))  # (g, bq, 1)
-            acc.baddbmm_(p, value[:, c, :-1])  # (g, bq, Ev)
+            s = torch.bmm(q_rows, key_t[..., c], out=tile)  # (g, rows, bk): scores - shift
+            plan.mask_scores(s, group, seen, cols)  # the causal triangle: -inf
+            p = s.exp2_()  # (g, rows, bk), 2^(s - shift) in place
+            total_rows.add_(p.sum(dim=-1, keepdim=True))  # (g, rows, 1)
+            acc_rows.baddbmm_(p, value[:, c, :-1])  # (g, rows, Ev)
             continue
-        s = torch.bmm(q[..., :-1], key_t[:, :-1, c], out=tile)  # (g, bq, bk)
-        visible = plan.mask_scores(s, group, rows, cols)
-        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))  # (g, bq, 1)
-        shift = plan.shift(m_new)  # (g, bq, 1)
-        p = s.sub_(shift).exp_()  # (g, bq, bk): the tile becomes exp(s - shift) in place
-        rescale = (m - shift).exp_()  # (g, bq, 1), exp(old max - new max) <= 1
-        total.mul_(rescale).add_(p.sum(dim=-1, keepdim=True))  # (g, bq, 1)
-        _accumulate(acc.mul_(rescale), p, value[:, c, :-1], visible)  # (g, bq, Ev)
-        m = m_new
-        if lazy:
+        s = torch.bmm(q_rows[..., :-1], key_t[:, :-1, c], out=tile)  # (g, rows, bk)
+        visible = plan.mask_scores(s, group, seen, cols)
+        m_new = torch.maximum(m_rows, s.amax(dim=-1, keepdim=True))  # (g, rows, 1)
+        shift = plan.shift(m_new)  # (g, rows, 1)
+        p = s.sub_(shift).exp2_()  # (g, rows, bk): the tile becomes 2^(s - shift) in place
+        rescale = (m_rows - shift).exp2_()  # (g, rows, 1), 2^(old max - new max) <= 1
+        total_rows.mul_(rescale).add_(p.sum(dim=-1, keepdim=True))  # (g, rows, 1)
+        _accumulate(acc_rows.mul_(rescale), p, value[:, c, :-1], visible)  # (g, rows, Ev)
+        m_rows.copy_(m_new)
+        if lazy:  # after the first tile, whose rows are all the block's
             torch.neg(shift, out=q[..., -1:])  # [q, -shift] @ [k, 1]^T = q k^T - shift
     if lazy and not float(total.amax()) <= LAZY_LIMIT:  # NaN fails too
         return None
-    return acc, row_shift(_XP, shift), total  # shift 0 where every key is masked
+    return acc, row_shift(_XP, m), total  # shift 0 where every key is masked
 
 
 def _forward_rows(
@@ -383,7 +408,7 @@ def _forward_rows(
     group, rows = item
     r = slice(*rows)
     key, value = plan.keys_and_values(group, scratch)  # (g, S, E + 1), (g, S, Ev + 1)
-    q = plan.copy(scratch, "q", plan["query", group][:, r], plan.scale)  # (g, bq, E + 1)
+    q = plan.copy(scratch, "q", plan["query", group][:, r], plan.scale2)  # (g, bq, E + 1)
     buffer = _scratch(scratch, "s", q.shape[0] * q.shape[1] * plan.block_k, q)
     block = _row_block(plan, q, key, value, group, rows, buffer, lazy=plan.lazy)
     if block is None:  # the lazy shift fell too far below a row's maximum
@@ -416,10 +441,11 @@ def tiled_forward(
     dtype, their batch dimensions broadcasting to ``batch``; ``mask`` None
     or, with at least two dimensions, broadcasting to (*batch, L, S) (a
     size-1 dimension is not sliced). Returns out (*batch, L, Ev) and, each
-    (*batch, L, 1), m, the shift of each row's scores (its largest score,
-    or one at most 28 below it: `LAZY_LIMIT`; 0 for a row whose keys are
-    all masked), and total, the sum of exp(score - m) over its keys (0 for
-    such a row, whose output is 0): the log-sum-exp is m + log(total).
+    (*batch, L, 1), m, the shift of each row's scores in units of ln 2
+    (score x log2(e): its largest, or one at most 40 below it, `LAZY_LIMIT`;
+    0 for a row whose keys are all masked), and total, the sum of
+    2^(score x log2(e) - m) over its keys (0 for such a row, whose output is
+    0): the log-sum-exp is (m + log2(total)) ln 2.
 
     Runs the fast route, and the exact one only when the fast one's output
     is not finite (the rule for non-finite inputs: `attention_lib.flash.tiles`).
@@ -521,7 +547,7 @@ def _backward_group(
     for rows in query_blocks(plan.length, plan.block_q):
         r = slice(*rows)
         bq = rows[1] - rows[0]
-        q = plan.copy(scratch, "q", plan["query", group][:, r], plan.scale)  # (g, bq, E + 1)
+        q = plan.copy(scratch, "q", plan["query", group][:, r], plan.scale2)  # (g, bq, E + 1)
         torch.neg(m[:, r], out=q[..., -1:])  # the shift, folded into the scores' product
         inverse = torch.where(total[:, r] == 0, 0.0, 1.0 / total[:, r])  # (g, bq, 1); masked: 0
         # dO / total, so that P need not be divided, and -D / total, folded into dP's product
@@ -531,27 +557,31 @@ def _backward_group(
         torch.mul(delta, inverse, out=d_out[..., -1:]).neg_()
         dq = torch.zeros_like(q[..., :-1])  # (g, bq, E)
         for cols in plan.key_blocks(rows):
+            lo = first_row(rows, cols, plan.is_causal) - rows[0]  # as in `_row_block`
+            seen = (rows[0] + lo, rows[1])
             c = slice(*cols)
-            shape = (g, bq, cols[1] - cols[0])
+            shape = (g, bq - lo, cols[1] - cols[0])
+            q_rows, d_rows = q[:, lo:], d_out[:, lo:]  # (g, rows, E + 1), (g, rows, Ev + 1)
             if plan.fold:
-                s = torch.bmm(q, key_t[..., c], out=_tile(buffers[0], shape))  # s - m
-                visible = plan.mask_scores(s, group, rows, cols)
-                p = s.exp_()  # (g, bq, bk): total x the forward's weights, recomputed
+                s = torch.bmm(q_rows, key_t[..., c], out=_tile(buffers[0], shape))  # s - m
+                visible = plan.mask_scores(s, group, seen, cols)
+                p = s.exp2_()  # (g, rows, bk): total x the forward's weights, recomputed
             else:
-                s = torch.bmm(q[..., :-1], key_t[:, :-1, c], out=_tile(buffers[0], shape))
-                visible = plan.mask_scores(s, group, rows, cols)  # (g, bq, bk): s + mask
-                p = s.sub_(m[:, r]).exp_()
-            dp = torch.bmm(d_out, value_t[..., c], out=_tile(buffers[1], shape))  # (dP - D)/total
-            ds = dp.mul_(p)  # (g, bq, bk), gradient of the scaled scores
+                s = torch.bmm(q_rows[..., :-1], key_t[:, :-1, c], out=_tile(buffers[0], shape))
+                visible = plan.mask_scores(s, group, seen, cols)  # (g, rows, bk): s + mask
+                p = s.sub_(m[:, seen[0] : seen[1]]).exp2_()
+            dp = torch.bmm(d_rows, value_t[..., c], out=_tile(buffers[1], shape))  # (dP - D)/total
+            ds = dp.mul_(p)  # (g, rows, bk), gradient of the scaled scores
             if visible is not None:
                 ds.masked_fill_(~visible, 0.0)  # a masked position passes nothing back
             if dmask is not None:
-                dmask.add(group, rows, cols, ds)
+                dmask.add(group, seen, cols, ds)
             seen_t = None if visible is None else visible.broadcast_to(shape).transpose(-1, -2)
-            _accumulate(dvalue[:, c], p.transpose(-1, -2), d_out[..., :-1], seen_t)  # (g, bk, Ev)
-            _accumulate(dq, ds, key[:, c, :-1], visible)  # (g, bq, E), times scale below
-            _accumulate(dkey[:, c], ds.transpose(-1, -2), q[..., :-1], seen_t)  # (g, bk, E)
+            _accumulate(dvalue[:, c], p.transpose(-1, -2), d_rows[..., :-1], seen_t)  # (g, bk, Ev)
+            _accumulate(dq[:, lo:], ds, key[:, c, :-1], visible)  # (g, rows, E), times scale
+            _accumulate(dkey[:, c], ds.transpose(-1, -2), q_rows[..., :-1], seen_t)  # (g, bk, E)
         dquery[:, r] = dq.mul_(plan.scale)
+    dkey.mul_(LN2)  # its products took q scale log2(e)
 
 
 @torch.no_grad()

@@ -31,6 +31,7 @@ from typing import Any
 
 __all__ = [
     "all_finite",
+    "first_row",
     "key_blocks",
     "query_blocks",
     "row_shift",
@@ -60,20 +61,31 @@ def key_blocks(
     return [(k0, min(k0 + block_k, length_k)) for k0 in range(0, stop, block_k)]
 
 
+def first_row(rows: tuple[int, int], cols: tuple[int, int], is_causal: bool) -> int:
+    """The first of the query rows ``[r0, r1)`` that sees a key of the block ``[c0, c1)``.
+
+    With ``is_causal`` row r sees the keys up to r, so the rows before c0
+    see none of the block: the torch path leaves them out of the tile (the
+    numpy loop, kept simple, computes and masks them). Without it, r0.
+    """
+    return max(rows[0], cols[0]) if is_causal else rows[0]
+
+
 def score_fraction(
     length_q: int, length_k: int, block_q: int, block_k: int, is_causal: bool
 ) -> float:
-    """The fraction of the L x S scores that the tiles visited compute (1 for L or S = 0).
+    """The fraction of the L x S scores the torch path computes (1 for L or S = 0).
 
     Without ``is_causal`` every tile is visited: 1. With it, the tiles wholly
-    above the diagonal are skipped, so the fraction falls towards the
-    visible half as the tiles shrink: L = S = 2048 in 256 x 256 tiles
-    computes 9/16 of the scores, 128 x 128 tiles 17/32.
+    above the diagonal are skipped, and so are a tile's rows above its first
+    key (`first_row`), so the fraction falls towards the visible half as
+    the key blocks shrink: L = S = 2048 in blocks of 256 keys computes 9/16
+    of the scores (whatever the query blocks), blocks of 128 keys 17/32.
     """
     if length_q == 0 or length_k == 0:
         return 1.0
     computed = sum(
-        (rows[1] - rows[0]) * (cols[1] - cols[0])
+        (rows[1] - first_row(rows, cols, is_causal)) * (cols[1] - cols[0])
         for rows in query_blocks(length_q, block_q)
         for cols in key_blocks(rows, length_k, block_k, is_causal)
     )
