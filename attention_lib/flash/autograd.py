@@ -109,9 +109,9 @@ LAZY_LIMIT = 2.0**40
 # Scores are kept in units of ln 2 (the scale times log2(e) folded into the query copy) and
 # exponentiated with exp2, as FlashAttention's kernels do: torch's exp takes 8 to 60 times
 # longer on -inf (a masked score) and on arguments below -87 (far from the row's maximum,
-# common in trained models) than on others; exp2 takes the same time on all.
+# common in trained models) than on others; exp2 takes the same time on all. Under a float
+# mask, whose values may be as large as the dtype allows, scores stay in natural units.
 LOG2E = math.log2(math.e)
-LN2 = math.log(2.0)
 
 # Rows of E floats whose length is a multiple of 64 bytes (E = 64, 128) put the rows of a
 # (S, E) key or value in the same few cache sets, and the matrix products read them 20-30%
@@ -214,7 +214,12 @@ class _Plan:
         self.size = prod(batch)
         self.length, self.length_k = query.shape[-2], key.shape[-2]
         self.is_causal, self.scale = is_causal, scale
-        self.scale2 = scale * LOG2E  # scores in units of ln 2: exp(s) = exp2(s log2(e))
+        # scores in units of ln 2, exp(s) = exp2(s log2(e)); with a float mask in its own units
+        # (log2(e) times a mask as large as the dtype's minimum would overflow to -inf)
+        float_mask = mask is not None and mask.dtype != torch.bool
+        self.unit = 1.0 if float_mask else LOG2E
+        self.scale2 = scale * self.unit
+        self.exp_ = torch.Tensor.exp_ if float_mask else torch.Tensor.exp2_  # in place
         self.block_q, self.block_k = block_q, block_k
         self.exact = exact
         self.bool_mask = mask is not None and mask.dtype == torch.bool
@@ -328,7 +333,7 @@ class _Plan:
             tile.masked_fill_(self["hidden", group][index], -math.inf)
             visible = part
         else:
-            tile.add_(part, alpha=LOG2E)  # a float mask is added; -inf removes a key
+            tile.add_(part)  # a float mask is added; -inf removes a key
             if not self.exact:
                 return None
             hidden = part == -math.inf
@@ -378,7 +383,7 @@ def _row_block(
         if lazy and step > 0:  # the shift stays: nothing to rescale
             s = torch.bmm(q_rows, key_t[..., c], out=tile)  # (g, rows, bk): scores - shift
             plan.mask_scores(s, group, seen, cols)  # the causal triangle: -inf
-            p = s.exp2_()  # (g, rows, bk), 2^(s - shift) in place
+            p = plan.exp_(s)  # (g, rows, bk), 2^(s - shift) in place
             total_rows.add_(p.sum(dim=-1, keepdim=True))  # (g, rows, 1)
             acc_rows.baddbmm_(p, value[:, c, :-1])  # (g, rows, Ev)
             continue
@@ -386,8 +391,8 @@ def _row_block(
         visible = plan.mask_scores(s, group, seen, cols)
         m_new = torch.maximum(m_rows, s.amax(dim=-1, keepdim=True))  # (g, rows, 1)
         shift = plan.shift(m_new)  # (g, rows, 1)
-        p = s.sub_(shift).exp2_()  # (g, rows, bk): the tile becomes 2^(s - shift) in place
-        rescale = (m_rows - shift).exp2_()  # (g, rows, 1), 2^(old max - new max) <= 1
+        p = plan.exp_(s.sub_(shift))  # (g, rows, bk): the tile becomes 2^(s - shift) in place
+        rescale = plan.exp_(m_rows - shift)  # (g, rows, 1), 2^(old max - new max) <= 1
         total_rows.mul_(rescale).add_(p.sum(dim=-1, keepdim=True))  # (g, rows, 1)
         _accumulate(acc_rows.mul_(rescale), p, value[:, c, :-1], visible)  # (g, rows, Ev)
         m_rows.copy_(m_new)
@@ -445,7 +450,8 @@ def tiled_forward(
     (score x log2(e): its largest, or one at most 40 below it, `LAZY_LIMIT`;
     0 for a row whose keys are all masked), and total, the sum of
     2^(score x log2(e) - m) over its keys (0 for such a row, whose output is
-    0): the log-sum-exp is (m + log2(total)) ln 2.
+    0): the log-sum-exp is (m + log2(total)) ln 2. Under a float mask both
+    are in natural units (m a score, total a sum of exp(score - m)).
 
     Runs the fast route, and the exact one only when the fast one's output
     is not finite (the rule for non-finite inputs: `attention_lib.flash.tiles`).
@@ -565,11 +571,11 @@ def _backward_group(
             if plan.fold:
                 s = torch.bmm(q_rows, key_t[..., c], out=_tile(buffers[0], shape))  # s - m
                 visible = plan.mask_scores(s, group, seen, cols)
-                p = s.exp2_()  # (g, rows, bk): total x the forward's weights, recomputed
+                p = plan.exp_(s)  # (g, rows, bk): total x the forward's weights, recomputed
             else:
                 s = torch.bmm(q_rows[..., :-1], key_t[:, :-1, c], out=_tile(buffers[0], shape))
                 visible = plan.mask_scores(s, group, seen, cols)  # (g, rows, bk): s + mask
-                p = s.sub_(m[:, seen[0] : seen[1]]).exp2_()
+                p = plan.exp_(s.sub_(m[:, seen[0] : seen[1]]))
             dp = torch.bmm(d_rows, value_t[..., c], out=_tile(buffers[1], shape))  # (dP - D)/total
             ds = dp.mul_(p)  # (g, rows, bk), gradient of the scaled scores
             if visible is not None:
@@ -581,7 +587,8 @@ def _backward_group(
             _accumulate(dq[:, lo:], ds, key[:, c, :-1], visible)  # (g, rows, E), times scale
             _accumulate(dkey[:, c], ds.transpose(-1, -2), q_rows[..., :-1], seen_t)  # (g, bk, E)
         dquery[:, r] = dq.mul_(plan.scale)
-    dkey.mul_(LN2)  # its products took q scale log2(e)
+    if plan.unit != 1.0:
+        dkey.mul_(1.0 / plan.unit)  # its products took q scale log2(e)
 
 
 @torch.no_grad()
