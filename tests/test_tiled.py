@@ -125,3 +125,18 @@ def test_docstring_states_the_default_tiles():
     doc = " ".join(flash_attention.__doc__.split())  # the sentence may wrap anywhere
     stated = f"numpy {NUMPY_BLOCK_Q} x {NUMPY_BLOCK_K}, torch {TORCH_BLOCK_Q} x {TORCH_BLOCK_K}"
     assert stated in doc
+
+
+def test_the_numpy_loop_writes_its_output_once():
+    """Peak memory of a call whose output dominates: the output and one block's temporaries,
+    not a list of blocks concatenated (which held the output twice)."""
+    import tracemalloc
+
+    q, k, v = make((4, 8192, 16)), make((4, 64, 16), seed=1), make((4, 64, 16), seed=2)
+    flash_attention(q[:, :64], k, v, block_q=64, block_k=64)  # first-call set-up, not counted
+    tracemalloc.start()
+    out = flash_attention(q, k, v, block_q=64, block_k=64)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert out.dtype == np.float64 and out.flags.owndata
+    assert peak <= 1.25 * out.nbytes, (peak, out.nbytes)  # 4 MiB, and < 1 MiB of tiles

@@ -287,3 +287,51 @@ def test_threads_give_the_serial_result_with_masks_broadcast_and_gradients(monke
     monkeypatch.setattr(autograd.workers, "thread_count", lambda: 3)
     for got, want in zip(run(), serial, strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+
+
+# ---------------------------------------------------------------- the lazy shift
+
+
+def test_a_row_whose_later_scores_rise_far_is_done_again_with_the_running_maximum(threads):
+    """After a row block's first tile its maximum stays the shift; keys 8-15 score 60 higher
+    (2^86 > LAZY_LIMIT), so the block is done again, and the shift is the row's maximum."""
+    q, k, v = (
+        make(s, "torch", "float32", i) for i, s in enumerate([(2, 4, 8), (2, 16, 8), (2, 16, 8)])
+    )
+    q = q / q.norm(dim=-1, keepdim=True)
+    k[:, 8:] = 60 * math.sqrt(8) * q[:, :1]  # q k^T / sqrt(8) = 60 (q_0 k, others up to 60)
+    k[:, 8:] += 0.01 * make((2, 8, 8), "torch", "float32", 9)
+    out, m, total = autograd.tiled_forward(q, k, v, None, False, 1 / math.sqrt(8), 4, 8, (2,))
+    expected = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
+    torch.testing.assert_close(out.double(), expected, rtol=0, atol=1e-5)
+    scores2 = (q.double() @ k.double().transpose(-1, -2)) / math.sqrt(8) * math.log2(math.e)
+    assert torch.all(total <= autograd.LAZY_LIMIT)
+    torch.testing.assert_close(m[..., 0].double(), scores2.amax(-1), rtol=0, atol=1e-4)
+
+
+# ---------------------------------------------------------------- gradients through broadcasts
+
+BROADCASTS = {
+    "3-d query, 4-d key and value": ((4, 24, 16), (3, 4, 20, 16), (3, 4, 20, 16)),
+    "rank 5, each input broadcast": ((2, 1, 3, 24, 16), (1, 4, 1, 20, 16), (2, 4, 3, 20, 16)),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("shapes", BROADCASTS.values(), ids=list(BROADCASTS))
+def test_gradients_through_broadcast_dimensions_meet_flash_attentions_rule(threads, dtype, shapes):
+    """Summed over the broadcast entries in float32, rounded once: within 2x PyTorch's error."""
+    low = getattr(torch, dtype)
+    inputs = [make(s, "torch", dtype, i).requires_grad_() for i, s in enumerate(shapes)]
+    exact = [x.detach().double().requires_grad_() for x in inputs]
+    batch = torch.broadcast_shapes(*(s[:-2] for s in shapes))
+    upstream = make((*batch, 24, 16), "torch", dtype, 7)
+    for kw in ({}, {"is_causal": True}):
+        want = grads(F.scaled_dot_product_attention(*exact, **kw), exact, upstream.double())
+        theirs = grads(F.scaled_dot_product_attention(*inputs, **kw), inputs, upstream)
+        ours = grads(tiled(*inputs, block_q=8, block_k=8, **kw), inputs, upstream)
+        floor = 0.1 * torch.finfo(low).eps
+        for name, o, t, w in zip("qkv", ours, theirs, want, strict=True):
+            assert o.dtype == low and o.shape == w.shape
+            error, pytorch = ((x.double() - w).abs().max() for x in (o, t))
+            assert error <= 2 * pytorch + floor, (name, kw, float(error), float(pytorch))
