@@ -8,6 +8,7 @@ from support import make, qkv, to_numpy
 
 from attention_lib import flash_attention, scaled_dot_product_attention
 from attention_lib.flash import key_blocks
+from attention_lib.flash.tiles import score_fraction
 
 
 @pytest.mark.parametrize(("block_q", "block_k"), [(1, 1), (2, 3), (4, 4), (5, 7), (64, 64)])
@@ -99,6 +100,15 @@ def test_skipped_tiles_are_not_computed(lib):
     np.testing.assert_allclose(out, to_numpy(expected), atol=1e-12)
     # the reference path does compute them, and shows the NaN
     assert np.isnan(to_numpy(scaled_dot_product_attention(q, k, v, is_causal=True))).any()
+
+
+def test_the_fraction_of_scores_computed_falls_to_half_as_causal_key_blocks_shrink():
+    assert score_fraction(2048, 2048, 256, 512, is_causal=False) == 1
+    assert score_fraction(2048, 2048, 256, 256, is_causal=True) == 9 / 16
+    assert score_fraction(2048, 2048, 1024, 256, is_causal=True) == 9 / 16  # rows clipped
+    assert score_fraction(2048, 2048, 512, 128, is_causal=True) == 17 / 32
+    assert score_fraction(4, 8, 2, 4, is_causal=True) == (2 * 4 + 2 * 4) / 32
+    assert score_fraction(0, 8, 2, 4, is_causal=True) == 1
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True, "64"])
