@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..backend import device_of
+from ..backend import device_of, nan_is_expected
 from ..inputs import AttentionProblem
 from ..masks import apply_mask, mask_tile
 from .tiles import (
@@ -53,9 +53,9 @@ def _query_block(
 
     Query, key and value keep their own batch dimensions; the products
     broadcast them, and the running quantities have the whole batch.
-    ``exact``: some input holds a non-finite value, so masked scores are
-    forced to -inf and the product with the values reads no masked key
-    (`attention_lib.flash.tiles`); with finite inputs both are no-ops.
+    ``exact``: the exact route, for inputs that hold a non-finite value:
+    masked scores are forced to -inf and the product with the values reads
+    no masked key (`attention_lib.flash.tiles`).
     """
     xp, value = problem.xp, problem.value
     q = problem.query[..., rows[0] : rows[1], :] * problem.scale  # (*Bq, bq, E)
@@ -84,15 +84,23 @@ def _query_block(
     return acc / xp.where(total == 0, 1.0, total)  # (..., bq, Ev); all-masked rows stay 0
 
 
+@nan_is_expected
 def tiled_generic(problem: AttentionProblem, block_q: int, block_k: int) -> Any:
     """The readable loop on any array namespace: output (..., L, Ev) in the accumulation dtype.
 
     The output is allocated once and each query block is written into its
-    rows: no list of blocks, no concatenation.
+    rows: no list of blocks, no concatenation. A result that is not finite
+    is computed again on the exact route (`attention_lib.flash.tiles`).
     """
-    xp, q = problem.xp, problem.query
-    exact = not all_finite(xp, q, problem.key, problem.value)
-    out = xp.empty(problem.shape, dtype=q.dtype, device=device_of(q))  # (..., L, Ev)
+    out = _loop(problem, block_q, block_k, exact=False)
+    if not all_finite(problem.xp, out):
+        out = _loop(problem, block_q, block_k, exact=True)
+    return out
+
+
+def _loop(problem: AttentionProblem, block_q: int, block_k: int, exact: bool) -> Any:
+    q = problem.query
+    out = problem.xp.empty(problem.shape, dtype=q.dtype, device=device_of(q))  # (..., L, Ev)
     for rows in query_blocks(q.shape[-2], block_q):
         out[..., rows[0] : rows[1], :] = _query_block(problem, rows, block_k, exact)
     return out
