@@ -373,20 +373,27 @@ def _row_block(
     m = q.new_full((*shape, 1), -math.inf)  # (g, bq, 1)
     total = q.new_zeros((*shape, 1))  # (g, bq, 1)
     acc = q.new_zeros((*shape, value.shape[-1] - 1))  # (g, bq, Ev)
+    tiles: dict[tuple[int, int], torch.Tensor] = {}  # views of the buffer, by shape
     for step, cols in enumerate(plan.key_blocks(rows)):
         # causal: the block's rows before its first key see none of it, and are left out
         lo = first_row(rows, cols, plan.is_causal) - rows[0]
-        seen = (rows[0] + lo, rows[1])
         c = slice(*cols)
-        tile = _tile(buffer, (shape[0], shape[1] - lo, cols[1] - cols[0]))  # (g, rows, bk)
-        q_rows, m_rows, total_rows, acc_rows = q[:, lo:], m[:, lo:], total[:, lo:], acc[:, lo:]
+        tile = tiles.get((lo, cols[1] - cols[0]))
+        if tile is None:
+            width = cols[1] - cols[0]
+            tile = tiles[lo, width] = _tile(buffer, (shape[0], shape[1] - lo, width))
+        q_rows, acc_rows, total_rows = (
+            (q, acc, total) if lo == 0 else (q[:, lo:], acc[:, lo:], total[:, lo:])
+        )
         if lazy and step > 0:  # the shift stays: nothing to rescale
             s = torch.bmm(q_rows, key_t[..., c], out=tile)  # (g, rows, bk): scores - shift
-            plan.mask_scores(s, group, seen, cols)  # the causal triangle: -inf
+            if plan.is_causal:
+                plan.mask_scores(s, group, (rows[0] + lo, rows[1]), cols)  # the triangle: -inf
             p = plan.exp_(s)  # (g, rows, bk), 2^(s - shift) in place
             total_rows.add_(p.sum(dim=-1, keepdim=True))  # (g, rows, 1)
             acc_rows.baddbmm_(p, value[:, c, :-1])  # (g, rows, Ev)
             continue
+        seen, m_rows = (rows[0] + lo, rows[1]), m[:, lo:]
         s = torch.bmm(q_rows[..., :-1], key_t[:, :-1, c], out=tile)  # (g, rows, bk)
         visible = plan.mask_scores(s, group, seen, cols)
         m_new = torch.maximum(m_rows, s.amax(dim=-1, keepdim=True))  # (g, rows, 1)
