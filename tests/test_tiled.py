@@ -129,11 +129,12 @@ def test_shares_the_reference_errors():
 
 
 def test_docstring_states_the_default_tiles():
-    from attention_lib.flash.autograd import TORCH_BLOCK_K, TORCH_BLOCK_Q
+    from attention_lib.flash.autograd import default_blocks
     from attention_lib.flash.loop import NUMPY_BLOCK_K, NUMPY_BLOCK_Q
 
     doc = " ".join(flash_attention.__doc__.split())  # the sentence may wrap anywhere
-    stated = f"numpy {NUMPY_BLOCK_Q} x {NUMPY_BLOCK_K}, torch {TORCH_BLOCK_Q} x {TORCH_BLOCK_K}"
+    (tq, tk), (cq, ck) = default_blocks(False), default_blocks(True)
+    stated = f"numpy {NUMPY_BLOCK_Q} x {NUMPY_BLOCK_K}, torch {tq} x {tk} and causal {cq} x {ck}"
     assert stated in doc
 
 

@@ -4,27 +4,42 @@
 once for numpy and torch through the array-API namespace. This module is the
 same loop over the same tiles (`query_blocks`, `key_blocks`) with the same
 running quantities (m, total, acc, rescale, shift), written for speed on a
-CPU:
+CPU. What it does differently, each measured on a 2-core AVX-512 machine:
 
 - **Work items on threads of their own.** The batch (every batch and head
-  entry, N of them) is viewed as N (L, E) matrices, no input copied to the
-  broadcast size. The forward pass's items are (entry, block of query
-  rows), the backward pass's one entry each; `attention_lib.flash.workers`
-  runs them on as many threads as torch has, each item's operations
-  single-threaded (2-D products ``mm``/``addmm_``, in place on one reused
-  tile of scores). One slow thread delays only its own item: many small
-  operations each split over all threads would wait for the slowest at
-  every step (issue 22 measured a sixth of the speed with one other busy
-  process on a 2-core machine).
-- **Causal tiles.** Tiles wholly above the diagonal are skipped; the tiles
-  that cross it are masked in place with a cached triangle; the causal
-  default tiles are square, so a diagonal tile starts on the diagonal.
+  entry, N of them) is cut into groups of entries, views of the inputs (no
+  input is copied to the broadcast size). The forward pass's items are
+  (group, block of query rows), the backward pass's one group each;
+  `attention_lib.flash.workers` runs them on as many threads as torch has,
+  each item's operations single-threaded, in place on one reused tile of
+  scores per thread. One slow thread delays only its own item: many small
+  operations each split over all threads wait for the slowest at every
+  step (issue 22: a sixth of the speed with one other busy process on a
+  2-core machine). A small problem runs in the calling thread instead, all
+  entries in one batched product per tile.
+- **Padded copies.** Each thread copies a group's keys and values, and
+  each item its query block, into rows 64 bytes longer than E: rows of
+  E = 64 or 128 floats put a (S, E) matrix's rows in a few cache sets, and
+  the matrix products read them 20-30% slower.
+- **Shifts folded into the products.** The copies carry a column more:
+  ones beside the keys and values, the row's shift (negated) beside the
+  queries, so [q, -m] @ [k, 1]^T gives the scores minus the shift without
+  a pass over the tile.
+- **A lazy shift** (`LAZY_LIMIT`): after a row block's first tile its
+  maximum stays the shift, so the tiles after it need no row maximum and
+  no rescaling; a row whose later scores rise too far is done again.
+- **exp2.** Scores are in units of ln 2 (log2(e) folded into the scale)
+  and exponentiated with exp2, which takes the same time on every
+  argument; torch's exp is 8 to 60 times slower on -inf and below -87.
+- **Causal tiles.** Tiles wholly above the diagonal are skipped, and so
+  are a tile's rows above its first key (`first_row`); the rows that cross
+  the diagonal are masked in place with a cached triangle.
 
 Gradients follow FlashAttention (Dao et al., arXiv:2205.14135, section 3.1;
 FlashAttention-2, arXiv:2307.08691, algorithm 2). The forward pass keeps the
-output O and, per row, the final maximum m and total (the sum of exp(s - m)),
-not the (L, S) weights. The backward pass recomputes each tile of weights
-from them, P = exp(S - m) / total, and with D = rowsum(dO * O):
+output O and, per row, the shift m and total (the sum of exp(s - m)), not
+the (L, S) weights. The backward pass recomputes each tile of weights from
+them, P = exp(S - m) / total, and with D = rowsum(dO * O):
 
     dV += P^T dO          dP = dO V^T          dS = P * (dP - D)
     dQ += dS K * scale    dK += dS^T (Q * scale)
@@ -34,15 +49,15 @@ number per row, lse = m + log(total); we keep m and total apart because
 their sum cancels: at scores near -1e9 (a padding row under a -1e9 mask)
 float32's spacing is 64, so exp(s - lse) could not recover a weight of 1/4,
 and at scores in the hundreds lse's rounding enters every weight of the row.
-Dividing by total is folded into dO and D (dO / total, D / total), so it
-costs no pass over the tile.
+Dividing by total is folded into dO and D (dO / total, D / total), and D
+into the product dO V^T as the shift is into Q K^T: no pass over the tile.
 
 Masked keys are never read, NaN and infinities included (the rule and
-where it parts from PyTorch: `attention_lib.flash.tiles`); the inputs are
-checked once per call and only a call with a non-finite input takes the
-exact, slower route. `TiledAttention` is the `torch.autograd.Function`;
-`tiled_attention` is what `attention_lib.flash_attention` calls for torch
-tensors.
+where it parts from PyTorch: `attention_lib.flash.tiles`): each pass runs
+the fast route, checks its result once, and only when it is not finite
+runs again on the exact route. `TiledAttention` is the
+`torch.autograd.Function`; `tiled_attention` is what
+`attention_lib.flash_attention` calls for torch tensors.
 
 Importing this module imports torch: `attention_lib.flash.dispatch` imports it
 only when a tensor arrives.
@@ -75,7 +90,8 @@ __all__ = [
     "PARALLEL_MIN_SCORES",
     "TORCH_BLOCK_K",
     "TORCH_BLOCK_Q",
-    "TORCH_CAUSAL_BLOCK",
+    "TORCH_CAUSAL_BLOCK_K",
+    "TORCH_CAUSAL_BLOCK_Q",
     "TiledAttention",
     "default_blocks",
     "tiled_attention",
@@ -83,14 +99,16 @@ __all__ = [
     "tiled_forward",
 ]
 
-# Tile sizes measured fastest on a 2-core AVX-512 CPU, one thread per item, at
-# L = S = 2048 to 16384, E = 64 and 128: a tile of scores (256 x 512 floats,
-# 512 KiB) stays in the core's cache. Causal tiles are square, so the
-# diagonal tiles start on the diagonal and the skipped ones are whole:
-# 256 x 256 computes 9/16 of the scores at L = 2048 (`score_fraction`).
-TORCH_BLOCK_Q = 256
-TORCH_BLOCK_K = 512
-TORCH_CAUSAL_BLOCK = 256
+# Tile sizes measured fastest on a 2-core AVX-512 CPU (one thread, L = 2048 and 4096,
+# E = 64 and 128, forward and backward; between 512 x 256 and 1024 x 512 within 5%): tall
+# query blocks reuse each block of keys and values for many rows, and keep Python's share
+# of the time small. Causal key blocks are narrower, so the tiles crossing the diagonal
+# compute few masked scores: 1024 x 128 tiles compute 17/32 of the scores at L = S = 2048
+# (`score_fraction`; the visible half is 1/2 + 1/(2L)).
+TORCH_BLOCK_Q = 1024
+TORCH_BLOCK_K = 256
+TORCH_CAUSAL_BLOCK_Q = 1024
+TORCH_CAUSAL_BLOCK_K = 128
 
 # Below this many scores (N·L·S) a call runs in the calling thread: starting
 # threads' work costs more than it saves.
@@ -125,7 +143,7 @@ _XP = namespace(torch.empty(0))
 def default_blocks(is_causal: bool) -> tuple[int, int]:
     """The torch path's (block_q, block_k) when the caller gives none."""
     if is_causal:
-        return TORCH_CAUSAL_BLOCK, TORCH_CAUSAL_BLOCK
+        return TORCH_CAUSAL_BLOCK_Q, TORCH_CAUSAL_BLOCK_K
     return TORCH_BLOCK_Q, TORCH_BLOCK_K
 
 

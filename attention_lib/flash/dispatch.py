@@ -112,7 +112,8 @@ def flash_attention(
 
     ``block_q`` and ``block_k`` are the tile sizes: any positive integers,
     also ones that do not divide L or S, or None for the path's own choice
-    (numpy 256 x 512, torch 512 x 1024, Triton from its tile table). The
+    (numpy 256 x 512, torch 1024 x 256 and causal 1024 x 128, Triton from
+    its tile table). The
     Triton kernels take powers of two from 16 to 256, for every kernel:
     block_q query rows by block_k keys.
 
