@@ -37,6 +37,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -238,22 +239,31 @@ class Runner:
             self.torch.cuda.synchronize()
 
     def measure(self, case: Case) -> Result:
+        """Time ``case`` here (repeats, medians); measure its memory in a fresh process.
+
+        On the CPU the memory run is one call in a new Python process
+        (`peak_here`), after a short warm-up there: in this one, memory
+        freed by earlier cases is reused without raising the high-water
+        mark, and a run could show less than its own output.
+        """
         path = PATHS[case.path]
         if path.gpu_only and not self.on_gpu:
             return Result(case, "skipped", note="needs a CUDA GPU")
         q, k, v = self.inputs(case, path.library)
-        peak = _CudaPeak(self.torch) if self.on_gpu and path.library == "torch" else _HostPeak()
+        on_device = self.on_gpu and path.library == "torch"
+        peak = _CudaPeak(self.torch) if on_device else None
         gc.collect()
         try:
             with self.torch.no_grad():
-                peak.reset()
+                if peak is not None:
+                    peak.reset()
                 start = time.perf_counter()
-                path.run(q, k, v, case.causal)  # the memory run, also a warm-up
+                path.run(q, k, v, case.causal)  # the warm-up (and the memory run on a GPU)
                 self.sync()
                 first = time.perf_counter() - start
-                peak_mib = peak.peak_beyond_base_mib()
-                # a long memory run is a fair sample too: its few extra page faults
-                # are lost in the arithmetic, and skipping it would double the sweep
+                peak_mib = peak.peak_beyond_base_mib() if peak is not None else None
+                # a long first run is a fair sample too: its few extra page faults are
+                # lost in the arithmetic, and skipping it would double the sweep
                 times: list[float] = [first] if first > 5 * self.min_seconds else []
                 # ``repeats`` runs, or fewer once they add up to 10 x min_seconds
                 while len(times) < self.repeats and sum(times) < 10 * self.min_seconds:
@@ -265,7 +275,40 @@ class Runner:
             return Result(case, "refused", note=str(err))
         except Exception as err:  # recorded, not fatal: one bad path must not lose the run
             return Result(case, "failed", note=f"{type(err).__name__}: {err}")
+        if peak is None:
+            del q, k, v
+            peak_mib = self.fresh_peak(case)
         return Result(case, "ok", times, peak_mib)
+
+    def fresh_peak(self, case: Case) -> float | None:
+        """`peak_here` in a new Python process (None if it cannot say)."""
+        fields = ", ".join(repr(x) for x in dataclasses.astuple(case))
+        code = (
+            "import json; from attention_lib.bench import Case, Runner; "
+            f"print(json.dumps(Runner('cpu', {self.dtype!r}, 1, 0.0).peak_here(Case({fields}))))"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"memory run of {case} failed: {done.stderr.strip()[-500:]}", file=sys.stderr)
+            return None
+        return json.loads(done.stdout.splitlines()[-1])
+
+    def peak_here(self, case: Case) -> float | None:
+        """Peak memory beyond the inputs of one call of ``case``, in this process (MiB).
+
+        A call at a short length first sets up what every call shares (the
+        libraries' buffers, the tiled path's threads), so it is not counted.
+        """
+        path = PATHS[case.path]
+        warm = dataclasses.replace(case, length=min(case.length, 128))
+        with self.torch.no_grad():
+            path.run(*self.inputs(warm, path.library), warm.causal)
+            q, k, v = self.inputs(case, path.library)
+            gc.collect()
+            peak = _HostPeak()
+            peak.reset()
+            path.run(q, k, v, case.causal)
+            return peak.peak_beyond_base_mib()
 
     def matmul_gflops(self, library: str, n: int = 2048) -> float:
         """GFLOP/s of an n x n x n matrix product in ``library``: the practical limit."""

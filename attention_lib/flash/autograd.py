@@ -114,7 +114,7 @@ TORCH_CAUSAL_BLOCK_K = 128
 # threads' work costs more than it saves.
 PARALLEL_MIN_SCORES = 1 << 20
 
-# The lazy maximum (FlashAttention-4's conditional rescaling, in its simplest form): after a
+# The lazy maximum (FlashAttention-4's conditional rescaling, taken further): after a
 # row block's first tile, that tile's maximum stays the shift, and the tiles after it skip
 # the row maximum and the rescaling (a tenth of the forward pass's time on a CPU). Softmax
 # does not depend on the shift; it only must keep exp from overflowing. Every term is
