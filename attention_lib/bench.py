@@ -1,7 +1,9 @@
 """The benchmark suite: every attention path, measured side by side in one run.
 
-    python -m attention_lib.bench                 # the full sweep (tens of minutes on 2 cores)
-    python -m attention_lib.bench --quick         # a small sweep, for trying it out
+    python -m attention_lib.bench                 # the sweep, then the ratios (about 20 minutes
+                                                  # on 2 cores)
+    python -m attention_lib.bench --quick         # a small sweep and small ratios, for trying it
+    python -m attention_lib.bench --ratios-only   # the ratios alone (about 5 minutes)
 
 On a machine with a CUDA device the same command runs the GPU benchmark
 instead (`attention_lib.bench_gpu`: our kernels against PyTorch's SDPA
@@ -16,6 +18,13 @@ the machine's practical limit. Ratios measured in one run are what to compare:
 these machines are shared and noisy. Sizes that would not fit are refused and
 recorded as such. Results go to ``benchmarks/results/<machine>/`` as JSON, CSV
 and PNG plots, with the machine, versions and thread count.
+
+Then the ratios (`attention_lib.bench_ratios`): our torch tiled path against
+PyTorch's SDPA, forward and forward + backward, causal and not, timed
+alternately, idle and with one other busy process the run starts and stops
+itself; its memory beyond inputs and outputs at L = 16384; the numpy tiled
+loop against the numpy reference. They go to ``ratios.json`` beside the
+sweep's files, with the load average the machine had.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -45,7 +55,7 @@ from .memory import AttentionMemoryError, available_bytes, format_bytes
 __all__ = ["Case", "Result", "fit_exponent", "main", "run_suite"]
 
 MiB = 1024 * 1024
-FULL_LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+FULL_LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384)
 QUICK_LENGTHS = (256, 512, 1024)
 
 
@@ -229,22 +239,31 @@ class Runner:
             self.torch.cuda.synchronize()
 
     def measure(self, case: Case) -> Result:
+        """Time ``case`` here (repeats, medians); measure its memory in a fresh process.
+
+        On the CPU the memory run is one call in a new Python process
+        (`peak_here`), after a short warm-up there: in this one, memory
+        freed by earlier cases is reused without raising the high-water
+        mark, and a run could show less than its own output.
+        """
         path = PATHS[case.path]
         if path.gpu_only and not self.on_gpu:
             return Result(case, "skipped", note="needs a CUDA GPU")
         q, k, v = self.inputs(case, path.library)
-        peak = _CudaPeak(self.torch) if self.on_gpu and path.library == "torch" else _HostPeak()
+        on_device = self.on_gpu and path.library == "torch"
+        peak = _CudaPeak(self.torch) if on_device else None
         gc.collect()
         try:
             with self.torch.no_grad():
-                peak.reset()
+                if peak is not None:
+                    peak.reset()
                 start = time.perf_counter()
-                path.run(q, k, v, case.causal)  # the memory run, also a warm-up
+                path.run(q, k, v, case.causal)  # the warm-up (and the memory run on a GPU)
                 self.sync()
                 first = time.perf_counter() - start
-                peak_mib = peak.peak_beyond_base_mib()
-                # a long memory run is a fair sample too: its few extra page faults
-                # are lost in the arithmetic, and skipping it would double the sweep
+                peak_mib = peak.peak_beyond_base_mib() if peak is not None else None
+                # a long first run is a fair sample too: its few extra page faults are
+                # lost in the arithmetic, and skipping it would double the sweep
                 times: list[float] = [first] if first > 5 * self.min_seconds else []
                 # ``repeats`` runs, or fewer once they add up to 10 x min_seconds
                 while len(times) < self.repeats and sum(times) < 10 * self.min_seconds:
@@ -256,7 +275,40 @@ class Runner:
             return Result(case, "refused", note=str(err))
         except Exception as err:  # recorded, not fatal: one bad path must not lose the run
             return Result(case, "failed", note=f"{type(err).__name__}: {err}")
+        if peak is None:
+            del q, k, v
+            peak_mib = self.fresh_peak(case)
         return Result(case, "ok", times, peak_mib)
+
+    def fresh_peak(self, case: Case) -> float | None:
+        """`peak_here` in a new Python process (None if it cannot say)."""
+        fields = ", ".join(repr(x) for x in dataclasses.astuple(case))
+        code = (
+            "import json; from attention_lib.bench import Case, Runner; "
+            f"print(json.dumps(Runner('cpu', {self.dtype!r}, 1, 0.0).peak_here(Case({fields}))))"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"memory run of {case} failed: {done.stderr.strip()[-500:]}", file=sys.stderr)
+            return None
+        return json.loads(done.stdout.splitlines()[-1])
+
+    def peak_here(self, case: Case) -> float | None:
+        """Peak memory beyond the inputs of one call of ``case``, in this process (MiB).
+
+        A call at a short length first sets up what every call shares (the
+        libraries' buffers, the tiled path's threads), so it is not counted.
+        """
+        path = PATHS[case.path]
+        warm = dataclasses.replace(case, length=min(case.length, 128))
+        with self.torch.no_grad():
+            path.run(*self.inputs(warm, path.library), warm.causal)
+            q, k, v = self.inputs(case, path.library)
+            gc.collect()
+            peak = _HostPeak()
+            peak.reset()
+            path.run(q, k, v, case.causal)
+            return peak.peak_beyond_base_mib()
 
     def matmul_gflops(self, library: str, n: int = 2048) -> float:
         """GFLOP/s of an n x n x n matrix product in ``library``: the practical limit."""
@@ -315,6 +367,8 @@ def machine_info(runner: Runner) -> dict[str, Any]:
         "device": str(runner.device),
         "dtype": runner.dtype,
         "free_memory": format_bytes(available_bytes(np.zeros(1))),
+        "cpu_model": cpu_model(),
+        "load_average": list(os.getloadavg()),  # 1, 5 and 15 minutes, when the run started
     }
     if runner.on_gpu:
         info["gpu"] = torch.cuda.get_device_name(runner.device)
@@ -325,6 +379,27 @@ def machine_info(runner: Runner) -> dict[str, Any]:
     except ImportError:
         info["triton"] = None
     return info
+
+
+def cpu_model() -> str:
+    """The processor's model name (Linux's /proc/cpuinfo), or what `platform` knows."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def busy_warning() -> str | None:
+    """A warning when the machine already runs other work (1-minute load average > cores / 2)."""
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load <= cores / 2:
+        return None
+    return (
+        f"warning: the machine is busy (load average {load:.2f} on {cores} cores): "
+        "timings are slower and noisier; compare the ratios measured side by side"
+    )
 
 
 def machine_name(runner: Runner) -> str:
@@ -445,7 +520,7 @@ def write(suite: dict[str, Any], out_root: Path) -> Path:
     width = min(suite["args"]["widths"])
     fits = exponents(table, width)
     payload = {
-        "command": "python -m attention_lib.bench " + " ".join(sys.argv[1:]),
+        "command": _command(),
         "info": suite["info"],
         "matmul_gflops": suite["matmul_gflops"],
         "growth_exponents": {"width": width, "causal": False, "fits": fits},
@@ -520,9 +595,22 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--matmul-size", type=int, default=2048, help="n of the n x n x n baseline")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    ratios = p.add_argument_group("ratios (our torch tiled path against SDPA)")
+    ratios.add_argument("--ratios-only", action="store_true", help="skip the sweep")
+    ratios.add_argument("--no-ratios", action="store_true", help="skip the ratios")
+    ratios.add_argument("--ratio-lengths", type=int, nargs="+", default=[2048, 4096])
+    ratios.add_argument("--ratio-widths", type=int, nargs="+", default=[64, 128])
+    ratios.add_argument("--rounds", type=int, default=7, help="timings of each path per case")
+    ratios.add_argument(
+        "--memory-length", type=int, default=16384, help="L of the memory check (0: none)"
+    )
+    ratios.add_argument("--numpy-lengths", type=int, nargs="+", default=[1024, 2048])
+    ratios.add_argument("--no-load", action="store_true", help="skip the loaded measurements")
     args = p.parse_args(argv)
     if args.quick:
         args.lengths, args.widths = list(QUICK_LENGTHS), [64]
+        args.ratio_lengths, args.ratio_widths, args.rounds = [1024], [64], 3
+        args.memory_length, args.numpy_lengths = 4096, [512]
     if args.device is None:
         import torch
 
@@ -551,11 +639,36 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return bench_gpu.main(argv)
     args = parse(argv)
-    suite = run_suite(args)
-    out = write(suite, args.out)
-    print(summary(suite))
-    print(f"wrote {out}/results.json, results.csv, time_vs_length.png, memory_vs_length.png")
+    if (warning := busy_warning()) is not None:
+        print(warning)
+    if not args.ratios_only:
+        suite = run_suite(args)
+        out = write(suite, args.out)
+        print(summary(suite))
+        print(f"wrote {out}/results.json, results.csv, time_vs_length.png, memory_vs_length.png")
+    if not args.no_ratios:
+        from . import bench_ratios
+
+        result = bench_ratios.run_ratios(
+            args.ratio_lengths,
+            args.ratio_widths,
+            args.rounds,
+            args.memory_length,
+            args.numpy_lengths,
+            loaded=not args.no_load,
+        )
+        runner = Runner(args.device, args.dtype, args.repeats, args.min_seconds)
+        out = args.out / machine_name(runner)
+        out.mkdir(parents=True, exist_ok=True)
+        payload = {"command": _command(), "info": machine_info(runner), **result}
+        (out / "ratios.json").write_text(json.dumps(payload, indent=2) + "\n")
+        print(bench_ratios.format_ratios(result))
+        print(f"wrote {out}/ratios.json")
     return 0
+
+
+def _command() -> str:
+    return "python -m attention_lib.bench " + " ".join(sys.argv[1:])
 
 
 if __name__ == "__main__":

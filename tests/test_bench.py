@@ -74,3 +74,59 @@ def test_log_log_slope_is_exact_on_power_laws_and_names_bad_input():
         log_log_slope([1], [1])
     with pytest.raises(ValueError, match="as many x as y values, got 2 and 1"):
         log_log_slope([1, 2], [1])
+
+
+# ---------------------------------------------------------------- the ratios to SDPA
+
+
+def test_ratios_are_measured_idle_and_loaded_side_by_side():
+    from attention_lib import bench_ratios
+
+    result = bench_ratios.run_ratios([64], [16], rounds=2, memory_length=0, numpy_lengths=[32])
+    rows = result["ratios"]
+    assert len(rows) == 2 * 2 * 2  # (forward, + backward) x (causal or not) x (idle, loaded)
+    assert {r["load"] for r in rows} == {"idle", "loaded"}
+    for r in rows:
+        assert r["ratio"] == pytest.approx(r["sdpa_s"] / r["ours_s"])
+        assert r["ours_gflops"] == pytest.approx(
+            bench_ratios.RatioCase(r["length"], r["width"], r["causal"], r["backward"]).flops
+            / r["ours_s"]
+            / 1e9
+        )
+        assert r["score_fraction"] == 1  # at L = 64 one tile covers every score
+    assert [n["causal"] for n in result["numpy"]] == [False, True]
+    text = bench_ratios.format_ratios(result)
+    assert "forward + backward, causal" in text and "numpy tiled / numpy reference" in text
+    assert len(text.splitlines()) == 2 + 4 + 1 + 2  # header, 4 cases, legend, 2 numpy lines
+
+
+def test_the_busy_process_runs_only_inside_its_block():
+    from attention_lib import bench_ratios
+
+    with bench_ratios.busy_process() as busy:
+        assert busy.poll() is None  # running
+    assert busy.poll() is not None  # stopped
+
+
+def test_memory_is_measured_beyond_inputs_and_outputs_in_a_fresh_process():
+    from attention_lib import bench_ratios
+
+    rows = bench_ratios.measure_memory(512, [16])
+    assert [r["backward"] for r in rows] == [False, True]
+    for r in rows:
+        peak = r["peak_mib_beyond_inputs_and_outputs"]
+        assert peak is None or -1 < peak < 64  # tiles and copies: a few MiB at most here
+        assert r["seconds"] > 0
+
+
+def test_ratios_only_writes_ratios_json(tmp_path):
+    args = ["--ratios-only", "--ratio-lengths", "64", "--ratio-widths", "16", "--rounds", "1",
+            "--memory-length", "0", "--numpy-lengths", "32", "--no-load", "--device", "cpu",
+            "--out", str(tmp_path)]  # fmt: skip
+    assert bench.main(args) == 0
+    (written,) = tmp_path.glob("*/ratios.json")
+    payload = json.loads(written.read_text())
+    assert payload["command"].startswith("python -m attention_lib.bench")
+    assert {r["load"] for r in payload["ratios"]} == {"idle"}
+    assert "cpu_model" in payload["info"] and len(payload["info"]["load_average"]) == 3
+    assert not list(tmp_path.glob("*/results.json"))  # no sweep

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 import subprocess
 import sys
 
@@ -178,24 +179,32 @@ def test_torch_fast_path_equals_pytorch_and_the_readable_loop(kw, blocks):
     np.testing.assert_allclose(got.numpy(), readable, atol=1e-12)
 
 
-def test_tiled_forward_returns_the_log_sum_exp():
+def test_tiled_forward_returns_each_rows_maximum_and_total():
     q, k, v = (make((3, n, 8), "torch", "float64", i) for i, n in enumerate((11, 13, 13)))
-    out, lse = tiled_forward(q, k, v, None, True, 0.5, 4, 5, (3,))
+    out, m, total = tiled_forward(q, k, v, None, True, 0.5, 4, 5, (3,))
     scores = (q @ k.transpose(1, 2) * 0.5).masked_fill(
         ~torch.ones(11, 13).tril().bool(), -torch.inf
     )
+    # the shift, in units of ln 2, is the row's largest score in its first tile: at most
+    # the row's maximum
+    scores2 = scores * math.log2(math.e)
+    assert torch.all(m[..., 0] <= scores2.amax(dim=-1) + 1e-12)
+    first_tiles = scores2[:, :4, :5].amax(dim=-1)  # rows 0-3 over keys 0-4
+    torch.testing.assert_close(m[:, :4, 0], first_tiles, rtol=0, atol=1e-12)
+    lse = ((m + total.log2()) * math.log(2))[..., 0]  # never formed by the backward pass
     torch.testing.assert_close(lse, torch.logsumexp(scores, dim=-1), rtol=0, atol=1e-12)
     torch.testing.assert_close(out, torch.softmax(scores, -1) @ v, rtol=0, atol=1e-12)
 
 
-def test_fully_masked_rows_give_zeros_and_lse_inf():
+def test_fully_masked_rows_give_zeros_and_a_zero_total():
     q, k, v = qkv("torch", batch=(2,), length=4, keys=6, width=3, value_width=2)
     mask = torch.ones(4, 6, dtype=torch.bool)
     mask[1] = False
     out = tiled(q, k, v, mask, block_q=2, block_k=4)
     assert torch.all(out[:, 1] == 0) and torch.isfinite(out).all()
-    _, lse = tiled_forward(q, k, v, mask, False, 1.0, 2, 4, (2,))
-    assert torch.all(lse[:, 1] == torch.inf)
+    _, m, total = tiled_forward(q, k, v, mask, False, 1.0, 2, 4, (2,))
+    assert torch.all(total[:, 1] == 0) and torch.all(m[:, 1] == 0)  # shifted by 0, not -inf
+    assert torch.all(total[:, [0, 2, 3]] >= 1)  # the row's largest term is exp(0)
 
 
 def test_nan_stays_in_its_row():

@@ -8,6 +8,7 @@ from support import make, qkv, to_numpy
 
 from attention_lib import flash_attention, scaled_dot_product_attention
 from attention_lib.flash import key_blocks
+from attention_lib.flash.tiles import score_fraction
 
 
 @pytest.mark.parametrize(("block_q", "block_k"), [(1, 1), (2, 3), (4, 4), (5, 7), (64, 64)])
@@ -102,6 +103,15 @@ def test_skipped_tiles_are_not_computed(lib):
     np.testing.assert_allclose(to_numpy(whole), out, atol=1e-12)
 
 
+def test_the_fraction_of_scores_computed_falls_to_half_as_causal_key_blocks_shrink():
+    assert score_fraction(2048, 2048, 256, 512, is_causal=False) == 1
+    assert score_fraction(2048, 2048, 256, 256, is_causal=True) == 9 / 16
+    assert score_fraction(2048, 2048, 1024, 256, is_causal=True) == 9 / 16  # rows clipped
+    assert score_fraction(2048, 2048, 512, 128, is_causal=True) == 17 / 32
+    assert score_fraction(4, 8, 2, 4, is_causal=True) == (2 * 4 + 2 * 4) / 32
+    assert score_fraction(0, 8, 2, 4, is_causal=True) == 1
+
+
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True, "64"])
 def test_block_sizes_must_be_positive_integers(bad):
     q, k, v = qkv("numpy")
@@ -120,9 +130,25 @@ def test_shares_the_reference_errors():
 
 
 def test_docstring_states_the_default_tiles():
-    from attention_lib.flash.autograd import TORCH_BLOCK_K, TORCH_BLOCK_Q
+    from attention_lib.flash.autograd import default_blocks
     from attention_lib.flash.loop import NUMPY_BLOCK_K, NUMPY_BLOCK_Q
 
     doc = " ".join(flash_attention.__doc__.split())  # the sentence may wrap anywhere
-    stated = f"numpy {NUMPY_BLOCK_Q} x {NUMPY_BLOCK_K}, torch {TORCH_BLOCK_Q} x {TORCH_BLOCK_K}"
+    (tq, tk), (cq, ck) = default_blocks(False), default_blocks(True)
+    stated = f"numpy {NUMPY_BLOCK_Q} x {NUMPY_BLOCK_K}, torch {tq} x {tk} and causal {cq} x {ck}"
     assert stated in doc
+
+
+def test_the_numpy_loop_writes_its_output_once():
+    """Peak memory of a call whose output dominates: the output and one block's temporaries,
+    not a list of blocks concatenated (which held the output twice)."""
+    import tracemalloc
+
+    q, k, v = make((4, 8192, 16)), make((4, 64, 16), seed=1), make((4, 64, 16), seed=2)
+    flash_attention(q[:, :64], k, v, block_q=64, block_k=64)  # first-call set-up, not counted
+    tracemalloc.start()
+    out = flash_attention(q, k, v, block_q=64, block_k=64)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert out.dtype == np.float64 and out.flags.owndata
+    assert peak <= 1.25 * out.nbytes, (peak, out.nbytes)  # 4 MiB, and < 1 MiB of tiles

@@ -78,12 +78,28 @@ def flash_attention(
     tile of scores per batch entry exists at a time; the mask is sliced per
     tile and causal tiles wholly above the diagonal are skipped.
 
+    Where it parts from PyTorch (the tiled paths; `attention_lib.flash.tiles`
+    has the rule): a masked key is never read. Where a row's key is masked
+    (boolean False, a float mask of -inf, ``is_causal``), that key's score
+    and value have no effect on the row's output or on any gradient through
+    it, whatever they hold: a NaN value at a masked position leaves the row
+    as it would be with any finite value there (PyTorch's weighted sum gives
+    NaN, 0 x NaN), and so does a NaN key under a float mask (NaN + (-inf) in
+    PyTorch). A row with no visible key (all masked, or S = 0) gives zeros
+    and passes zero gradient, whatever its query holds (PyTorch: NaN for a
+    NaN query). A non-finite entry at a visible position makes the outputs
+    it reaches non-finite (NaN or an infinity). A finite mask value, -1e9 or
+    the dtype's minimum, is an ordinary bias, as in PyTorch.
+
     ``backend`` picks the path that runs it:
 
     - ``"tiled"``: the library's loop. numpy arrays run the readable loop in
-      this module; torch tensors run its in-place torch version, which is
-      differentiable (FlashAttention's backward pass, recomputing tiles from
-      the saved log-sum-exp; see `attention_lib.flash.autograd`).
+      `attention_lib.flash.loop`; torch tensors run its in-place torch
+      version (`attention_lib.flash.autograd`), which is differentiable
+      (FlashAttention's backward pass, recomputing tiles from each row's
+      saved maximum and total) and, on a large problem, runs its work items
+      on as many threads as ``torch.get_num_threads()`` gives, each
+      single-threaded, leaving the caller's thread count as it was.
     - ``"triton"``: the Triton kernels (`attention_lib.flash.triton_kernels`):
       CUDA tensors, or CPU tensors when TRITON_INTERPRET=1 was set before
       triton was imported. They handle ``is_causal`` but no ``attn_mask``;
@@ -96,7 +112,8 @@ def flash_attention(
 
     ``block_q`` and ``block_k`` are the tile sizes: any positive integers,
     also ones that do not divide L or S, or None for the path's own choice
-    (numpy 256 x 512, torch 512 x 1024, Triton from its tile table). The
+    (numpy 256 x 512, torch 1024 x 256 and causal 1024 x 128, Triton from
+    its tile table). The
     Triton kernels take powers of two from 16 to 256, for every kernel:
     block_q query rows by block_k keys.
 
@@ -122,10 +139,8 @@ def flash_attention(
             raise refusal
     problem = materialise(spec)  # upcast, grouped heads repeated
     if is_torch_array(problem.query):
-        from .autograd import TORCH_BLOCK_K, TORCH_BLOCK_Q, tiled_attention
+        from .autograd import tiled_attention
 
-        block_q = TORCH_BLOCK_Q if block_q is None else block_q
-        block_k = TORCH_BLOCK_K if block_k is None else block_k
         out = tiled_attention(problem, block_q, block_k)  # (..., L, Ev)
     else:
         from .loop import NUMPY_BLOCK_K, NUMPY_BLOCK_Q, tiled_generic
@@ -133,4 +148,4 @@ def flash_attention(
         block_q = NUMPY_BLOCK_Q if block_q is None else block_q
         block_k = NUMPY_BLOCK_K if block_k is None else block_k
         out = tiled_generic(problem, block_q, block_k)  # (..., L, Ev)
-    return problem.xp.astype(out, problem.out_dtype)
+    return problem.xp.astype(out, problem.out_dtype, copy=False)  # no copy in its own dtype

@@ -1,0 +1,331 @@
+"""The tiled path against PyTorch's fused kernel on the CPU: throughput ratios, idle and loaded.
+
+Part of ``python -m attention_lib.bench`` (``--ratios-only`` runs just this).
+For each length, head width, causal setting and pass (forward, or forward +
+backward), our torch tiled path (`attention_lib.flash_attention`,
+``backend="tiled"``) and ``torch.nn.functional.scaled_dot_product_attention``
+are timed alternately, ``rounds`` times each, B = 1, H = 8, float32, and the
+ratio is ours / SDPA's throughput from the two medians. The whole table is
+measured twice in one run: on the machine as it is ("idle"), then with one
+other busy process that this module starts and stops itself (a Python loop
+spinning on one core, "loaded"). Beside them:
+
+- the fraction of the L x S scores each case computes (`score_fraction`:
+  causal tiles above the diagonal are skipped),
+- the peak memory of our path beyond its inputs and outputs (gradients
+  included) at a long length, forward and forward + backward,
+- the numpy tiled loop against the numpy reference path, timed alternately.
+
+Ratios measured side by side are what to compare on a shared machine; the
+machine's load average before the run is recorded with them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from .core import scaled_dot_product_attention
+from .flash import flash_attention
+from .flash.tiles import score_fraction
+
+__all__ = [
+    "RatioCase",
+    "busy_process",
+    "default_cases",
+    "format_ratios",
+    "measure_memory",
+    "measure_numpy",
+    "measure_ratios",
+    "run_ratios",
+]
+
+MiB = 1024 * 1024
+BATCH_HEADS = 8
+
+
+@dataclass(frozen=True)
+class RatioCase:
+    """One comparison: B = 1, H = 8, L = S = ``length``, E = Ev = ``width``, float32."""
+
+    length: int
+    width: int
+    causal: bool
+    backward: bool  # forward + backward when True
+
+    @property
+    def label(self) -> str:
+        kind = "forward + backward" if self.backward else "forward"
+        return f"{kind}{', causal' if self.causal else ''}"
+
+    @property
+    def flops(self) -> float:
+        """FlashAttention's count: 4·B·H·L·S·E forward, 2.5 times that backward, halved causal."""
+        n = 4.0 * BATCH_HEADS * self.length * self.length * self.width
+        n *= 3.5 if self.backward else 1.0
+        return n / 2 if self.causal else n
+
+
+def default_cases(lengths: Sequence[int], widths: Sequence[int]) -> list[RatioCase]:
+    return [
+        RatioCase(length, width, causal, backward)
+        for width in widths
+        for length in lengths
+        for backward in (False, True)
+        for causal in (False, True)
+    ]
+
+
+def _inputs(case: RatioCase, seed: int = 0) -> tuple[Any, ...]:
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    shape = (1, BATCH_HEADS, case.length, case.width)
+    q, k, v, grad = (torch.randn(shape, generator=generator) for _ in range(4))
+    if case.backward:
+        q, k, v = (x.requires_grad_() for x in (q, k, v))
+    return q, k, v, grad
+
+
+def _callables(case: RatioCase) -> dict[str, Callable[[], Any]]:
+    """``{"ours": ..., "sdpa": ...}``, each one forward (and backward) pass on the same inputs."""
+    import torch
+    import torch.nn.functional as F
+
+    q, k, v, grad = _inputs(case)
+
+    def run(attention: Callable[..., Any]) -> Callable[[], Any]:
+        def call() -> Any:
+            out = attention(q, k, v, is_causal=case.causal)
+            if case.backward:
+                return torch.autograd.grad(out, (q, k, v), grad)  # no accumulation into .grad
+            return out
+
+        return call
+
+    def ours(*args: Any, **kwargs: Any) -> Any:
+        return flash_attention(*args, backend="tiled", **kwargs)
+
+    return {"ours": run(ours), "sdpa": run(F.scaled_dot_product_attention)}
+
+
+def _alternate(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list[float]]:
+    """Seconds per call of each function, timed in turn (the order flips every round)."""
+    names = list(fns)
+    for fn in fns.values():  # warm-up: thread pools, allocator, caches
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for index in range(rounds):
+        for name in names if index % 2 == 0 else names[::-1]:
+            start = time.perf_counter()
+            fns[name]()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def measure_ratios(cases: Sequence[RatioCase], rounds: int, load: str) -> list[dict[str, Any]]:
+    """One row per case: median seconds, GFLOP/s and the throughput ratio ours / SDPA."""
+    from .flash.autograd import default_blocks
+
+    rows = []
+    for case in cases:
+        times = _alternate(_callables(case), rounds)
+        ours, sdpa = (statistics.median(times[name]) for name in ("ours", "sdpa"))
+        blocks = default_blocks(case.causal)
+        rows.append(
+            {
+                **asdict(case),
+                "load": load,
+                "rounds": rounds,
+                "ours_s": ours,
+                "sdpa_s": sdpa,
+                "ours_gflops": case.flops / ours / 1e9,
+                "sdpa_gflops": case.flops / sdpa / 1e9,
+                "ratio": sdpa / ours,
+                "block_q": blocks[0],
+                "block_k": blocks[1],
+                "score_fraction": score_fraction(case.length, case.length, *blocks, case.causal),
+            }
+        )
+        gc.collect()
+    return rows
+
+
+@contextlib.contextmanager
+def busy_process() -> Iterator[subprocess.Popen[bytes]]:
+    """One other busy process for the length of the block: a Python loop spinning on one core."""
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)  # let it get going
+        yield busy
+    finally:
+        busy.kill()
+        busy.wait()
+
+
+def measure_memory(length: int, widths: Sequence[int]) -> list[dict[str, Any]]:
+    """Our path's peak resident memory beyond its inputs and outputs at ``length``.
+
+    Forward: beyond query, key, value and the output. Forward + backward:
+    beyond those, the output's gradient and the three input gradients. Each
+    case runs in a fresh Python process (`memory_case`), so that no memory
+    freed by an earlier measurement is reused unseen; the peak is the
+    process high-water mark (``_HostPeak`` in `attention_lib.bench`), None
+    where it cannot be read.
+    """
+    rows = []
+    for width in widths:
+        for backward in (False, True):
+            command = [sys.executable, "-m", "attention_lib.bench_ratios", "--memory-case"]
+            command += [str(length), str(width), str(int(backward))]
+            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            rows.append(json.loads(done.stdout.splitlines()[-1]))
+    return rows
+
+
+def memory_case(length: int, width: int, backward: bool) -> dict[str, Any]:
+    """One case of `measure_memory`, in this process: run it once, return its row."""
+    from .bench import _HostPeak
+    from .flash.autograd import default_blocks
+
+    case = RatioCase(length, width, False, backward)
+    warm = _callables(RatioCase(256, width, False, backward))["ours"]
+    warm()  # the worker threads start here, not in the measured call
+    call = _callables(case)["ours"]
+    outputs = BATCH_HEADS * length * width * 4 * (4 if backward else 1)  # and three gradients
+    del warm
+    gc.collect()
+    peak = _HostPeak()
+    peak.reset()
+    start = time.perf_counter()
+    result = call()
+    seconds = time.perf_counter() - start
+    beyond = peak.peak_beyond_base_mib()
+    del result
+    return {
+        **asdict(case),
+        "block_q": default_blocks(False)[0],
+        "block_k": default_blocks(False)[1],
+        "seconds": seconds,
+        "peak_mib_beyond_inputs_and_outputs": None if beyond is None else beyond - outputs / MiB,
+    }
+
+
+def measure_numpy(lengths: Sequence[int], width: int, rounds: int) -> list[dict[str, Any]]:
+    """The numpy tiled loop against the numpy reference path, timed alternately."""
+    rows = []
+    for length in lengths:
+        rng = np.random.default_rng(0)
+        q, k, v = (rng.standard_normal((1, BATCH_HEADS, length, width), np.float32) for _ in "qkv")
+        for causal in (False, True):
+            args = (q, k, v)
+            fns = {
+                "tiled": lambda a=args, c=causal: flash_attention(*a, is_causal=c),
+                "reference": lambda a=args, c=causal: scaled_dot_product_attention(*a, is_causal=c),
+            }
+            times = _alternate(fns, rounds)
+            tiled, reference = (statistics.median(times[n]) for n in ("tiled", "reference"))
+            rows.append(
+                {
+                    "length": length,
+                    "width": width,
+                    "causal": causal,
+                    "rounds": rounds,
+                    "tiled_s": tiled,
+                    "reference_s": reference,
+                    "ratio": reference / tiled,
+                }
+            )
+    return rows
+
+
+def run_ratios(
+    lengths: Sequence[int],
+    widths: Sequence[int],
+    rounds: int,
+    memory_length: int,
+    numpy_lengths: Sequence[int],
+    loaded: bool = True,
+) -> dict[str, Any]:
+    """The whole comparison: idle and loaded ratios, memory, numpy. A dict for results.json."""
+    import torch
+
+    cases = default_cases(lengths, widths)
+    result: dict[str, Any] = {
+        "load_average_before": os.getloadavg(),
+        "torch_threads": torch.get_num_threads(),
+        "ratios": measure_ratios(cases, rounds, "idle"),
+    }
+    if loaded:
+        with busy_process():
+            result["ratios"] += measure_ratios(cases, rounds, "loaded")
+    result["memory"] = measure_memory(memory_length, widths) if memory_length else []
+    result["numpy"] = measure_numpy(numpy_lengths, min(widths), rounds)
+    return result
+
+
+def format_ratios(result: dict[str, Any]) -> str:
+    """The table `run_ratios` measured, as text: idle and loaded side by side."""
+    rows = result["ratios"]
+    by_load = {(r["length"], r["width"], r["causal"], r["backward"], r["load"]): r for r in rows}
+    load = result["load_average_before"]
+    lines = [
+        f"ours / SDPA (throughput), timed alternately, median of {rows[0]['rounds']} each; "
+        f"{result['torch_threads']} torch threads; load average before: "
+        + " ".join(f"{x:.2f}" for x in load),
+        f"{'L':>6} {'E':>4}  {'pass':<27} {'tiles':>9} {'scores':>6}  "
+        f"{'idle: ours':>10} {'SDPA':>6} {'ratio':>5}  "
+        f"{'loaded: ours':>12} {'SDPA':>6} {'ratio':>5}  {'kept':>5}",
+    ]
+    for r in rows:
+        if r["load"] != "idle":
+            continue
+        key = (r["length"], r["width"], r["causal"], r["backward"])
+        line = (
+            f"{r['length']:>6} {r['width']:>4}  {RatioCase(*key).label:<27} "
+            f"{r['block_q']:>4}x{r['block_k']:<4} {r['score_fraction']:>6.3f}  "
+            f"{r['ours_gflops']:>10.0f} {r['sdpa_gflops']:>6.0f} {r['ratio']:>5.2f}"
+        )
+        loaded = by_load.get((*key, "loaded"))
+        if loaded is not None:
+            line += (
+                f"  {loaded['ours_gflops']:>12.0f} {loaded['sdpa_gflops']:>6.0f} "
+                f"{loaded['ratio']:>5.2f}  {loaded['ratio'] / r['ratio']:>5.2f}"
+            )
+        lines.append(line)
+    lines.append(
+        "(GFLOP/s; scores: the fraction of L x S computed; kept: loaded ratio / idle ratio)"
+    )
+    for m in result["memory"]:
+        peak = m["peak_mib_beyond_inputs_and_outputs"]
+        text = "-" if peak is None else f"{peak:.1f} MiB"
+        lines.append(
+            f"memory, ours, L = {m['length']}, E = {m['width']}, "
+            f"{RatioCase(m['length'], m['width'], False, m['backward']).label}: "
+            f"{text} beyond inputs and outputs ({m['seconds']:.1f} s)"
+        )
+    for n in result["numpy"]:
+        lines.append(
+            f"numpy tiled / numpy reference (throughput), L = {n['length']}, E = {n['width']}"
+            f"{', causal' if n['causal'] else ''}: {n['ratio']:.2f} "
+            f"({n['tiled_s']:.3f} s against {n['reference_s']:.3f} s)"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python -m attention_lib.bench_ratios --memory-case L E BACKWARD
+    if sys.argv[1:2] != ["--memory-case"] or len(sys.argv) != 5:
+        raise SystemExit("usage: python -m attention_lib.bench_ratios --memory-case L E 0|1")
+    length, width, backward = (int(x) for x in sys.argv[2:])
+    print(json.dumps(memory_case(length, width, bool(backward))))

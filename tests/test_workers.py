@@ -1,0 +1,104 @@
+"""The torch tiled path's worker threads: each item once, errors raised, settings kept."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import pytest
+import torch
+from support import make
+
+import attention_lib as al
+from attention_lib.flash import autograd, workers
+
+
+def test_every_item_runs_once_with_a_scratch_per_thread():
+    seen, lock = [], threading.Lock()
+
+    def fn(item, scratch):
+        scratch.setdefault("thread", threading.get_ident())
+        with lock:
+            seen.append((item, scratch["thread"], threading.get_ident()))
+
+    workers.run(fn, range(50), threads=2)
+    assert sorted(item for item, _, _ in seen) == list(range(50))
+    assert all(owner == thread for _, owner, thread in seen)  # scratch is the thread's own
+    assert threading.get_ident() not in {thread for _, _, thread in seen}
+
+
+def test_each_worker_computes_single_threaded_in_the_callers_grad_mode():
+    found = []
+
+    def fn(item, scratch):
+        found.append((torch.get_num_threads(), torch.is_grad_enabled()))
+
+    with torch.no_grad():
+        workers.run(fn, range(8), threads=2)
+    assert set(found) == {(1, False)}
+    workers.run(fn, range(8), threads=2)
+    assert (1, True) in found
+
+
+def test_the_first_error_is_raised_in_the_caller():
+    def fn(item, scratch):
+        if item == 3:
+            raise ValueError("item 3 is bad")
+
+    with pytest.raises(ValueError, match="item 3 is bad"):
+        workers.run(fn, range(10), threads=2)
+    workers.run(lambda item, scratch: None, range(10), threads=2)  # still serving
+
+
+def test_the_callers_thread_count_and_the_default_for_new_threads_are_kept(monkeypatch):
+    monkeypatch.setattr(workers, "_pools", {})  # the threads start in this test
+    monkeypatch.setattr(workers, "thread_count", lambda: 2)
+    monkeypatch.setattr(autograd, "PARALLEL_MIN_SCORES", 0)
+    before = torch.get_num_threads()
+    q = make((8, 64, 32), "torch", "float32")
+    al.flash_attention(q, q, q, backend="tiled")  # on the workers
+    assert torch.get_num_threads() == before
+    later = []
+    thread = threading.Thread(target=lambda: later.append(torch.get_num_threads()))
+    thread.start()
+    thread.join()
+    assert later == [before]
+
+
+def test_calls_from_several_threads_at_once_give_the_serial_results(monkeypatch):
+    monkeypatch.setattr(autograd, "PARALLEL_MIN_SCORES", 0)
+    monkeypatch.setattr(workers, "thread_count", lambda: 2)
+    inputs = [tuple(make((4, 30, 8), "torch", seed=3 * i + j) for j in range(3)) for i in range(6)]
+    expected = [al.scaled_dot_product_attention(*x, is_causal=True) for x in inputs]
+    results = [None] * len(inputs)
+
+    def call(i):
+        results[i] = al.flash_attention(*inputs[i], is_causal=True, block_q=4, block_k=8)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(inputs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for got, want in zip(results, expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+
+
+def test_a_forked_child_starts_threads_of_its_own():
+    code = (
+        "import os, torch, attention_lib as al\n"
+        "from attention_lib.flash import autograd, workers\n"
+        "autograd.PARALLEL_MIN_SCORES = 0\n"
+        "workers.thread_count = lambda: 2\n"
+        "x = torch.ones(4, 16, 8)\n"
+        "al.flash_attention(x, x, x)\n"  # the parent's threads exist
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    al.flash_attention(x, x, x)\n"  # would wait forever on the parent's threads
+        "    os._exit(0)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "assert status == 0, status\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert result.returncode == 0, result.stderr.decode()
