@@ -41,6 +41,8 @@ from .flash import flash_attention
 from .flash.tiles import score_fraction
 
 __all__ = [
+    "BATCH_HEADS",
+    "MiB",
     "RatioCase",
     "busy_process",
     "default_cases",
@@ -48,6 +50,7 @@ __all__ = [
     "measure_memory",
     "measure_numpy",
     "measure_ratios",
+    "memory_case",
     "run_ratios",
 ]
 

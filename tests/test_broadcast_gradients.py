@@ -27,10 +27,6 @@ PATHS = {
     "reference, exact route": al.scaled_dot_product_attention,  # a NaN in a hidden key
     "tiled": lambda *a, **kw: al.flash_attention(*a, backend="tiled", block_q=2, block_k=2, **kw),
 }
-PENDING = pytest.mark.xfail(
-    strict=True,
-    reason="the torch tiled path sums a broadcast input's gradient in float32 (issue 21, h22)",
-)
 # which input is broadcast: (query, key, value, mask) shapes, L = 3, S = 5, E = 4, Ev = 2
 BROADCAST = {
     "query": ((3, 4), (N, 5, 4), (N, 5, 2), (N, 3, 5)),
@@ -55,9 +51,7 @@ def _leaves(shapes, dirty):
 
 
 @pytest.mark.parametrize("which", BROADCAST)
-@pytest.mark.parametrize(
-    "path", [pytest.param(p, marks=PENDING) if p == "tiled" else p for p in PATHS]
-)
+@pytest.mark.parametrize("path", PATHS)
 def test_a_broadcast_gradient_is_the_float64_sum_of_the_entries_rounded_once(path, which):
     import torch
 

@@ -129,7 +129,7 @@ LAZY_LIMIT = 2.0**40
 # longer on -inf (a masked score) and on arguments below -87 (far from the row's maximum,
 # common in trained models) than on others; exp2 takes the same time on all. Under a float
 # mask, whose values may be as large as the dtype allows, scores stay in natural units.
-LOG2E = math.log2(math.e)
+_LOG2E = math.log2(math.e)
 
 # Rows of E floats whose length is a multiple of 64 bytes (E = 64, 128) put the rows of a
 # (S, E) key or value in the same few cache sets, and the matrix products read them 20-30%
@@ -235,7 +235,7 @@ class _Plan:
         # scores in units of ln 2, exp(s) = exp2(s log2(e)); with a float mask in its own units
         # (log2(e) times a mask as large as the dtype's minimum would overflow to -inf)
         float_mask = mask is not None and mask.dtype != torch.bool
-        self.unit = 1.0 if float_mask else LOG2E
+        self.unit = 1.0 if float_mask else _LOG2E
         self.scale2 = scale * self.unit
         self.exp_ = torch.Tensor.exp_ if float_mask else torch.Tensor.exp2_  # in place
         self.block_q, self.block_k = block_q, block_k
@@ -515,8 +515,10 @@ class _Gradient:
     An input that every entry reads at its own place gets its gradient
     directly. One broadcast over some batch dimension is read by several
     entries: each entry then accumulates into a buffer of its own
-    (*batch, a, b), summed to the input's shape at the end, in the
-    accumulation dtype, so no two threads write one place.
+    (*batch, a, b), so no two threads write one place, and the entries are
+    summed to the input's shape once, at the end, in float64, and rounded
+    once (a float32 sum of N entries would round N times; the reference
+    path sums the same way).
     """
 
     def __init__(self, x: torch.Tensor, batch: tuple[int, ...]) -> None:
@@ -526,26 +528,36 @@ class _Gradient:
         self.parts = _Operand(self.buffer, batch)  # contiguous: a (N, a, b) view
 
     def result(self) -> torch.Tensor:
-        return self.buffer.sum_to_size(self.shape) if self.broadcast else self.buffer
+        if not self.broadcast:
+            return self.buffer
+        wide = self.buffer.to(torch.float64).sum_to_size(self.shape)  # (*shape), one rounding
+        return wide.to(self.buffer.dtype)
 
 
 class _MaskGradient:
     """The gradient of a float mask, in the mask's own shape: dS, summed tile by tile.
 
     ``shared``: the mask is broadcast over some batch dimension, so entries
-    add into the same places; their items then run in one thread, in order.
+    add into the same places; their items then run in one thread, in order,
+    into a float64 accumulator that `result` rounds once to the mask's dtype.
     """
 
     def __init__(self, mask: torch.Tensor, batch: tuple[int, ...]) -> None:
-        self.tensor = torch.zeros_like(mask)
         self.batch, self.size = batch, prod(batch)
         self.shared = prod(mask.shape[:-2]) != self.size
+        self.dtype = mask.dtype
+        self.tensor = torch.zeros_like(mask, dtype=torch.float64 if self.shared else mask.dtype)
         self.parts = _Operand(self.tensor, batch)
+
+    def result(self) -> torch.Tensor:
+        """The mask's gradient in its own shape and dtype."""
+        return self.tensor.to(self.dtype)
 
     def add(
         self, group: tuple[int, int], rows: tuple[int, int], cols: tuple[int, int], ds: torch.Tensor
     ) -> None:
         """Add a group's tile of dS (g, bq, bk) where the mask covers it."""
+        ds = ds.to(self.tensor.dtype)  # float64 where entries share places (a no-op otherwise)
         if self.shared and group[1] - group[0] == self.size > 1:  # the whole batch at once
             target = self.tensor[mask_index(self.tensor, rows, cols)]  # (..., bq or 1, bk or 1)
             target += ds.view(*self.batch, *ds.shape[-2:]).sum_to_size(target.shape)
@@ -675,7 +687,7 @@ def _backward(
 
     workers.run(item, plan.groups, plan.threads)
     dquery, dkey, dvalue = (g.result() for g in grads.values())
-    return dquery, dkey, dvalue, None if dmask is None else dmask.tensor
+    return dquery, dkey, dvalue, None if dmask is None else dmask.result()
 
 
 class TiledAttention(torch.autograd.Function):
