@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["log_log_slope"]
+__all__ = ["fit_exponent", "log_log_slope"]
 
 
 def log_log_slope(xs: Sequence[float], ys: Sequence[float], points: int | None = None) -> float:
@@ -23,3 +23,18 @@ def log_log_slope(xs: Sequence[float], ys: Sequence[float], points: int | None =
         raise ValueError(f"need two or more (x, y) pairs to fit a slope, got {len(pairs)}")
     x, y = np.log([p[0] for p in pairs]), np.log([p[1] for p in pairs])  # (n,), (n,)
     return float(np.polyfit(x, y, 1)[0])
+
+
+def fit_exponent(
+    lengths: Sequence[float], values: Sequence[float | None], points: int = 3
+) -> float | None:
+    """Growth exponent in L over the largest ``points`` lengths with a measurement.
+
+    `log_log_slope` of the measured pairs: missing (None) and non-positive
+    values, from refused or failed runs, are left out; None when fewer than
+    two measurements remain.
+    """
+    pairs = [(x, y) for x, y in zip(lengths, values, strict=True) if y is not None and y > 0]
+    if len(pairs) < 2:
+        return None
+    return log_log_slope([p[0] for p in pairs], [p[1] for p in pairs], points)

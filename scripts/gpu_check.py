@@ -12,7 +12,7 @@
    that broadcast apart; each held to FlashAttention's
    rule (at most twice PyTorch's own error against a float64 reference,
    `attention_lib.flash.accuracy`).
-2. The benchmark (`attention_lib.bench_gpu`): our kernels against SDPA's
+2. The benchmark (`attention_lib.bench.gpu`): our kernels against SDPA's
    flash, cuDNN and memory-efficient backends, forward and forward+backward,
    and the memory figure at L = 65536. Results land in
    ``benchmarks/results/gpu-<device>/`` with this check's records
@@ -191,7 +191,7 @@ def main(argv=None) -> int:
     import torch
 
     if args.smoke:
-        from attention_lib.flash.triton_common import INTERPRETED
+        from attention_lib.flash.triton.common import INTERPRETED
 
         if not INTERPRETED:
             print("--smoke runs the kernels in Triton's interpreter: set TRITON_INTERPRET=1")
@@ -212,24 +212,24 @@ def main(argv=None) -> int:
     check_s = time.perf_counter() - start
     payload = None
     if device == "cuda" and not args.no_bench:
-        from attention_lib import bench_gpu
+        from attention_lib.bench import cli, gpu
 
         # do_bench's repeats shortened (its medians over 50 ms of calls) to fit five minutes
         timing = ["--warmup-ms", "10", "--rep-ms", "50", "--out", str(args.out)]
-        bench_args = bench_gpu.parse((["--quick"] if args.quick else []) + timing)
+        bench_args = cli.parse_gpu((["--quick"] if args.quick else []) + timing)
         command = "make gpu-check" + (" GPU_CHECK_ARGS=--quick" if args.quick else "")
-        payload = bench_gpu.run(bench_args, command)
-        out = bench_gpu.write(payload, args.out)
+        payload = gpu.run(bench_args, command)
+        out = gpu.write(payload, args.out)
         check = {"command": command, "seconds": check_s, "checks": records}
         (out / "gpu_check.json").write_text(json.dumps(check, indent=2) + "\n")
-        print(bench_gpu.summary(payload))
+        print(gpu.summary(payload))
         print(f"wrote {out}/")
     print(f"\ncorrectness: {len(records) - len(failed)} of {len(records)} checks passed "
           f"({check_s:.0f} s)")  # fmt: skip
     for r in failed:
         print(f"  FAILED {r['name']}: error {r['ours']:.2e} > allowed {r['tolerance']:.2e}")
     if payload is not None:
-        print(bench_gpu.targets_table(payload))
+        print(gpu.targets_table(payload))
     print(f"total {time.perf_counter() - start:.0f} s")
     return 1 if failed else 0
 

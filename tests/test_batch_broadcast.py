@@ -121,16 +121,16 @@ def test_a_broadcast_query_is_not_copied_to_the_batch(path):
 
 
 def test_the_torch_tiled_path_gets_each_input_in_its_own_shape(monkeypatch):
-    from attention_lib.flash import autograd
+    from attention_lib.flash import torch_tiled
 
     seen = []
-    apply = autograd.TiledAttention.apply
+    apply = torch_tiled.TorchTiledFunction.apply
 
     def spy(*args):
         seen.append(tuple(tuple(x.shape) for x in args[:3]))
         return apply(*args)
 
-    monkeypatch.setattr(autograd.TiledAttention, "apply", spy)
+    monkeypatch.setattr(torch_tiled.TorchTiledFunction, "apply", spy)
     q, k, v = make((4, 3, 8), "torch"), make((4, 4, 6, 8), "torch"), make((1, 6, 5), "torch")
     assert al.flash_attention(q, k, v, backend="tiled").shape == (4, 4, 3, 5)
     assert seen == [((4, 3, 8), (4, 4, 6, 8), (1, 6, 5))]  # not expanded to (4, 4, ...)

@@ -6,33 +6,34 @@ import json
 
 import pytest
 
-from attention_lib import bench
+from attention_lib.bench import cli, cpu, ratios
+from attention_lib.fits import fit_exponent
 
 
 def test_flops_follow_flashattentions_count():
-    case = bench.Case("torch SDPA", length=1024, width=64, causal=False, batch_heads=8)
+    case = cpu.Case("torch SDPA", length=1024, width=64, causal=False, batch_heads=8)
     assert case.flops == 4 * 8 * 1024 * 1024 * 64
-    assert bench.Case("torch SDPA", 1024, 64, True, 8).flops == case.flops / 2
+    assert cpu.Case("torch SDPA", 1024, 64, True, 8).flops == case.flops / 2
 
 
 def test_fit_exponent_recovers_a_power_law():
     lengths = [256, 512, 1024, 2048, 4096]
-    assert bench.fit_exponent(lengths, [3e-9 * n**2 for n in lengths]) == pytest.approx(2.0)
+    assert fit_exponent(lengths, [3e-9 * n**2 for n in lengths]) == pytest.approx(2.0)
     # only the largest points count: a fixed cost at small sizes does not bend the fit
     with_overhead = [1.0 + 1e-6 * n**2 if n < 1024 else 1e-6 * n**2 for n in lengths]
-    assert bench.fit_exponent(lengths, with_overhead) == pytest.approx(2.0)
-    assert bench.fit_exponent([256], [1.0]) is None
-    assert bench.fit_exponent([256, 512], [None, 0.0]) is None
+    assert fit_exponent(lengths, with_overhead) == pytest.approx(2.0)
+    assert fit_exponent([256], [1.0]) is None
+    assert fit_exponent([256, 512], [None, 0.0]) is None
 
 
 def test_a_small_sweep_writes_json_csv_and_plots(tmp_path):
-    args = bench.parse(
+    args = cli.parse_cpu(
         ["--lengths", "32", "64", "--widths", "16", "--paths", "numpy reference",
          "torch SDPA", "torch tiled", "--repeats", "2", "--min-seconds", "0.01",
          "--out", str(tmp_path), "--device", "cpu", "--matmul-size", "128"]
     )  # fmt: skip
-    suite = bench.run_suite(args)
-    out = bench.write(suite, tmp_path)
+    suite = cpu.run_suite(args)
+    out = cpu.write(suite, tmp_path)
     table = json.loads((out / "results.json").read_text())
     assert {r["status"] for r in table["results"]} == {"ok"}
     assert len(table["results"]) == 2 * 2 * 3  # lengths x causal x paths
@@ -41,17 +42,17 @@ def test_a_small_sweep_writes_json_csv_and_plots(tmp_path):
     assert table["info"]["torch_threads"] >= 1 and table["matmul_gflops"]["torch"] > 0
     assert (out / "results.csv").read_text().startswith("path,length,width,causal")
     assert (out / "time_vs_length.png").stat().st_size > 0
-    assert "growth exponent in L, torch tiled" in bench.summary(suite)
+    assert "growth exponent in L, torch tiled" in cpu.summary(suite)
 
 
 def test_sizes_that_do_not_fit_are_refused_and_recorded(monkeypatch, tmp_path):
     monkeypatch.setattr("attention_lib.memory.available_bytes", lambda like: 1024)
-    args = bench.parse(
+    args = cli.parse_cpu(
         ["--lengths", "32", "64", "--widths", "16", "--paths", "numpy reference",
          "numpy tiled", "--out", str(tmp_path), "--device", "cpu", "--repeats", "1",
          "--matmul-size", "128"]
     )  # fmt: skip
-    results = {(r.case.path, r.case.length): r for r in bench.run_suite(args)["results"]}
+    results = {(r.case.path, r.case.length): r for r in cpu.run_suite(args)["results"]}
     refused = results[("numpy reference", 32)]
     assert refused.status == "refused" and "flash_attention" in refused.note
     assert results[("numpy reference", 64)].note == "a shorter length was already refused"
@@ -59,8 +60,8 @@ def test_sizes_that_do_not_fit_are_refused_and_recorded(monkeypatch, tmp_path):
 
 
 def test_triton_is_skipped_without_a_gpu(tmp_path):
-    runner = bench.Runner("cpu", "float32", repeats=1, min_seconds=0.0)
-    result = runner.measure(bench.Case("triton", 32, 16, False))
+    runner = cpu.Runner("cpu", "float32", repeats=1, min_seconds=0.0)
+    result = runner.measure(cpu.Case("triton", 32, 16, False))
     assert result.status == "skipped" and "CUDA" in result.note
 
 
@@ -80,38 +81,32 @@ def test_log_log_slope_is_exact_on_power_laws_and_names_bad_input():
 
 
 def test_ratios_are_measured_idle_and_loaded_side_by_side():
-    from attention_lib import bench_ratios
-
-    result = bench_ratios.run_ratios([64], [16], rounds=2, memory_length=0, numpy_lengths=[32])
+    result = ratios.run_ratios([64], [16], rounds=2, memory_length=0, numpy_lengths=[32])
     rows = result["ratios"]
     assert len(rows) == 2 * 2 * 2  # (forward, + backward) x (causal or not) x (idle, loaded)
     assert {r["load"] for r in rows} == {"idle", "loaded"}
     for r in rows:
         assert r["ratio"] == pytest.approx(r["sdpa_s"] / r["ours_s"])
         assert r["ours_gflops"] == pytest.approx(
-            bench_ratios.RatioCase(r["length"], r["width"], r["causal"], r["backward"]).flops
+            ratios.RatioCase(r["length"], r["width"], r["causal"], r["backward"]).flops
             / r["ours_s"]
             / 1e9
         )
         assert r["score_fraction"] == 1  # at L = 64 one tile covers every score
     assert [n["causal"] for n in result["numpy"]] == [False, True]
-    text = bench_ratios.format_ratios(result)
+    text = ratios.format_ratios(result)
     assert "forward + backward, causal" in text and "numpy tiled / numpy reference" in text
     assert len(text.splitlines()) == 2 + 4 + 1 + 2  # header, 4 cases, legend, 2 numpy lines
 
 
 def test_the_busy_process_runs_only_inside_its_block():
-    from attention_lib import bench_ratios
-
-    with bench_ratios.busy_process() as busy:
+    with ratios.busy_process() as busy:
         assert busy.poll() is None  # running
     assert busy.poll() is not None  # stopped
 
 
 def test_memory_is_measured_beyond_inputs_and_outputs_in_a_fresh_process():
-    from attention_lib import bench_ratios
-
-    rows = bench_ratios.measure_memory(512, [16])
+    rows = ratios.measure_memory(512, [16])
     assert [r["backward"] for r in rows] == [False, True]
     for r in rows:
         peak = r["peak_mib_beyond_inputs_and_outputs"]
@@ -123,7 +118,7 @@ def test_ratios_only_writes_ratios_json(tmp_path):
     args = ["--ratios-only", "--ratio-lengths", "64", "--ratio-widths", "16", "--rounds", "1",
             "--memory-length", "0", "--numpy-lengths", "32", "--no-load", "--device", "cpu",
             "--out", str(tmp_path)]  # fmt: skip
-    assert bench.main(args) == 0
+    assert cli.main(args) == 0
     (written,) = tmp_path.glob("*/ratios.json")
     payload = json.loads(written.read_text())
     assert payload["command"].startswith("python -m attention_lib.bench")

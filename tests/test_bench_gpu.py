@@ -12,37 +12,38 @@ import json
 
 import pytest
 
-from attention_lib import bench, bench_gpu
+from attention_lib.bench import cli, gpu
+from attention_lib.bench.machine import gpu_machine_name
 
 
 def test_shapes_are_flashattention2s():
-    assert bench_gpu.fa2_shape(1024, 64) == (16, 32)
-    assert bench_gpu.fa2_shape(16384, 128) == (1, 16)
-    for length in bench_gpu.LENGTHS:
-        for width in bench_gpu.WIDTHS:
-            batch, heads = bench_gpu.fa2_shape(length, width)
+    assert gpu.fa2_shape(1024, 64) == (16, 32)
+    assert gpu.fa2_shape(16384, 128) == (1, 16)
+    for length in gpu.LENGTHS:
+        for width in gpu.WIDTHS:
+            batch, heads = gpu.fa2_shape(length, width)
             assert batch * length == 16384 and heads * width == 2048
     with pytest.raises(ValueError, match="L to divide 16384 and E to divide 2048, got L = 3000"):
-        bench_gpu.fa2_shape(3000, 64)
+        gpu.fa2_shape(3000, 64)
 
 
 def test_flops_follow_flashattention2s_count():
-    case = bench_gpu.GpuCase("sdpa flash", "forward", "float16", 4096, 64, False, 4, 32)
+    case = gpu.GpuCase("sdpa flash", "forward", "float16", 4096, 64, False, 4, 32)
     assert case.flops == 4 * 4 * 32 * 4096 * 4096 * 64
-    causal = bench_gpu.GpuCase("sdpa flash", "forward", "float16", 4096, 64, True, 4, 32)
+    causal = gpu.GpuCase("sdpa flash", "forward", "float16", 4096, 64, True, 4, 32)
     assert causal.flops == case.flops / 2
-    both = bench_gpu.GpuCase("sdpa flash", "forward+backward", "float16", 4096, 64, True, 4, 32)
+    both = gpu.GpuCase("sdpa flash", "forward+backward", "float16", 4096, 64, True, 4, 32)
     assert both.flops == 3.5 * causal.flops
     # at B·L and H·E fixed, the work grows linearly in L
     a, b = (
-        bench_gpu.GpuCase("x", "forward", "float16", n, 64, False, *bench_gpu.fa2_shape(n, 64))
+        gpu.GpuCase("x", "forward", "float16", n, 64, False, *gpu.fa2_shape(n, 64))
         for n in (1024, 4096)
     )
     assert b.flops == 4 * a.flops
 
 
 def test_the_sweep_covers_the_issues_grid():
-    todo = list(bench_gpu.cases(bench_gpu.LENGTHS, bench_gpu.WIDTHS, bench_gpu.DTYPES))
+    todo = list(gpu.cases(gpu.LENGTHS, gpu.WIDTHS, gpu.DTYPES))
     assert len(todo) == 2 * 2 * 2 * 5 * 2 * 5  # dtypes, widths, causal, lengths, modes, paths
     assert {c.path for c in todo} == {
         "triton kernel", "flash_attention", "sdpa flash", "sdpa cudnn", "sdpa efficient"
@@ -54,22 +55,22 @@ def test_the_sweep_covers_the_issues_grid():
 
 
 def test_arguments():
-    args = bench_gpu.parse([])
+    args = cli.parse_gpu([])
     assert args.lengths == [1024, 2048, 4096, 8192, 16384] and args.widths == [64, 128]
     assert args.dtypes == ["float16", "bfloat16"] and not args.tune
-    assert bench_gpu.parse(["--quick"]).lengths == [1024, 4096]
-    assert bench_gpu.parse(["--tune"]).lengths == [4096]
-    assert bench_gpu.parse(["--tune", "--lengths", "2048"]).lengths == [2048]
+    assert cli.parse_gpu(["--quick"]).lengths == [1024, 4096]
+    assert cli.parse_gpu(["--tune"]).lengths == [4096]
+    assert cli.parse_gpu(["--tune", "--lengths", "2048"]).lengths == [2048]
     with pytest.raises(SystemExit):
-        bench_gpu.parse(["--lengths", "3000"])
+        cli.parse_gpu(["--lengths", "3000"])
 
 
 def test_the_cpu_suite_stays_on_the_cpu():
-    assert bench._device(["--device", "cpu", "--quick"]) == "cpu"
-    assert bench._device(["--device", "cuda:1"]) == "cuda:1"
+    assert cli._device(["--device", "cpu", "--quick"]) == "cpu"
+    assert cli._device(["--device", "cuda:1"]) == "cuda:1"
     import torch
 
-    assert bench._device([]) == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert cli._device([]) == ("cuda" if torch.cuda.is_available() else "cpu")
 
 
 @pytest.mark.skipif(
@@ -77,7 +78,7 @@ def test_the_cpu_suite_stays_on_the_cpu():
 )
 def test_without_cuda_the_gpu_suite_says_so():
     with pytest.raises(RuntimeError, match="needs a CUDA device and none is visible"):
-        bench_gpu.run(bench_gpu.parse([]))
+        gpu.run(cli.parse_gpu([]))
 
 
 def _row(path, tflops, mode="forward", length=4096, causal=False, status="ok"):
@@ -102,11 +103,11 @@ def test_targets_are_ratios_measured_side_by_side():
         _row("sdpa flash", 125.0, mode="forward+backward"),
         _row("sdpa efficient", None, status="skipped"),
     ]
-    assert bench_gpu.ratios(rows, "triton kernel", "sdpa flash", "forward") == {
+    assert gpu.ratios(rows, "triton kernel", "sdpa flash", "forward") == {
         ("forward", "float16", 64, False, 4096): 1.25,
         ("forward", "float16", 64, False, 1024): 200 / 300,
     }
-    report = {t["name"]: t for t in bench_gpu.evaluate_targets(rows)}
+    report = {t["name"]: t for t in gpu.evaluate_targets(rows)}
     flash = report["forward, kernel alone vs SDPA flash"]
     assert (flash["cases"], flash["met"], flash["worst_ratio"]) == (1, 1, 1.25)
     cudnn = report["forward, kernel alone vs SDPA cuDNN"]
@@ -125,21 +126,21 @@ def test_results_are_written_as_json_csv_and_a_plot(tmp_path):
     rows.append(_row("sdpa cudnn", None, status="skipped"))
     payload = {
         "command": "python -m attention_lib.bench",
-        "info": {"machine": bench_gpu.machine_name("NVIDIA H200"), "gpu": "NVIDIA H200"},
+        "info": {"machine": gpu_machine_name("NVIDIA H200"), "gpu": "NVIDIA H200"},
         "results": rows,
-        "targets": bench_gpu.evaluate_targets(rows),
+        "targets": gpu.evaluate_targets(rows),
         "memory": {"batch": 1, "heads": 16, "length": 65536, "width": 128, "dtype": "bfloat16",
                    "causal": True, "beyond_inputs_mib": 260.0, "output_mib": 256.0,
                    "lse_mib": 4.0, "limit_mib": 273.0, "met": True},
     }  # fmt: skip
-    out = bench_gpu.write(payload, tmp_path)
+    out = gpu.write(payload, tmp_path)
     assert out == tmp_path / "gpu-nvidia-h200"
     assert json.loads((out / "gpu_results.json").read_text()) == payload
     with (out / "gpu_results.csv").open() as f:
         table = list(csv.DictReader(f))
     assert len(table) == 5 and table[0]["path"] == "triton kernel" and table[0]["tflops"] == "380.0"
     assert (out / "gpu_tflops.png").stat().st_size > 10_000
-    text = bench_gpu.summary(payload)
+    text = gpu.summary(payload)
     assert "skipped sdpa cudnn: why" in text
     assert "1.27x" in text  # 380 / 300, kernel over SDPA flash, side by side
     assert "met in 1 of 1, worst 1.27x at dtype float16, E 64, not causal, L 4096" in text
@@ -147,12 +148,12 @@ def test_results_are_written_as_json_csv_and_a_plot(tmp_path):
 
 
 def test_machine_names():
-    assert bench_gpu.machine_name("NVIDIA H200") == "gpu-nvidia-h200"
-    assert bench_gpu.machine_name("NVIDIA H100 80GB HBM3") == "gpu-nvidia-h100-80gb-hbm3"
+    assert gpu_machine_name("NVIDIA H200") == "gpu-nvidia-h200"
+    assert gpu_machine_name("NVIDIA H100 80GB HBM3") == "gpu-nvidia-h100-80gb-hbm3"
 
 
 def test_tuning_names_the_fastest_tile_and_whether_the_table_leads_with_it():
-    from attention_lib.flash.triton_configs import candidates
+    from attention_lib.flash.triton.configs import candidates
 
     first, second = candidates("forward", 64, "float16", False)[:2]
     rows = [
@@ -161,7 +162,7 @@ def test_tuning_names_the_fastest_tile_and_whether_the_table_leads_with_it():
         for t, ms in ((first, 2.0), (second, 1.0))
     ]  # fmt: skip
     rows.append({**rows[0], "block_m": 256, "status": "failed", "median_ms": None})
-    (winner,) = bench_gpu.tune_winners(rows)
+    (winner,) = gpu.tune_winners(rows)
     assert (winner["block_m"], winner["block_n"]) == (second.block_m, second.block_n)
     assert winner["table_leads_with_it"] is False
-    assert "not the table's first: update it" in bench_gpu.tuning_table([winner])
+    assert "not the table's first: update it" in gpu.tuning_table([winner])

@@ -11,20 +11,22 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from attention_lib import bench
-from attention_lib.fits import log_log_slope
-from attention_lib.lessons.cost import (
+from attention_lib.bench import cpu as cpu_suite
+from attention_lib.bench.results import (
     benchmark_headline,
     describe_exponents,
     expected_exponent,
+    load_benchmarks,
+    time_steps,
+)
+from attention_lib.fits import log_log_slope
+from attention_lib.lessons.cost import (
     format_cost_table,
     format_memory_table,
     head_cost,
-    load_benchmarks,
-    plot_benchmark,
     tiled_memory,
-    time_steps,
 )
+from attention_lib.lessons.figures import plot_benchmark
 
 MiB = 1024 * 1024
 
@@ -99,17 +101,18 @@ LENGTHS = [256, 512, 1024, 2048]
 
 
 def fake_suite(machine: str, gpu: str | None = None) -> dict:
-    """A suite as `bench.run_suite` returns it, with made-up times ∝ L² and memory ∝ L or L²."""
+    """A suite as `attention_lib.bench.cpu.run_suite` returns it, with made-up times ∝ L²
+    and memory ∝ L or L²."""
     results = []
     for causal in (False, True):
         for length in LENGTHS:
             for path, memory_power in (("numpy reference", 2), ("torch tiled", 1)):
-                case = bench.Case(path, length, 64, causal)
+                case = cpu_suite.Case(path, length, 64, causal)
                 t = 1e-7 * length**2 / (2 if causal else 1)
                 peak = 1e-3 * length**memory_power
-                results.append(bench.Result(case, "ok", [t, 1.1 * t, 0.9 * t], peak))
-    refused = bench.Case("numpy reference", 4096, 64, False)
-    results.append(bench.Result(refused, "refused", note="would not fit"))
+                results.append(cpu_suite.Result(case, "ok", [t, 1.1 * t, 0.9 * t], peak))
+    refused = cpu_suite.Case("numpy reference", 4096, 64, False)
+    results.append(cpu_suite.Result(refused, "refused", note="would not fit"))
     info = {"machine": machine, "cpu_count": 2, "torch_threads": 2, "dtype": "float32"}
     if gpu:
         info |= {"gpu": gpu, "device": "cuda"}
@@ -122,8 +125,8 @@ def fake_suite(machine: str, gpu: str | None = None) -> dict:
 def results_root(tmp_path_factory: pytest.TempPathFactory):
     """Two machines' results, written by the benchmark suite's own writer."""
     root = tmp_path_factory.mktemp("results")
-    bench.write(fake_suite("cpu-2core-x86_64"), root)
-    bench.write(fake_suite("gpu-nvidia-h200", gpu="NVIDIA H200"), root)
+    cpu_suite.write(fake_suite("cpu-2core-x86_64"), root)
+    cpu_suite.write(fake_suite("gpu-nvidia-h200", gpu="NVIDIA H200"), root)
     return root
 
 
@@ -180,7 +183,7 @@ def test_describe_exponents_flags_a_miss(tmp_path) -> None:
     for r in suite["results"]:
         if r.case.path == "torch tiled" and r.status == "ok":
             r.peak_mib = 1e-6 * r.case.length**2  # as if the tiled path held the whole matrix
-    bench.write(suite, tmp_path)
+    cpu_suite.write(suite, tmp_path)
     text = describe_exponents(load_benchmarks(tmp_path)[0], 64)
     assert "torch tiled      time  2.00 (near 2), memory  2.00 (NOT near 1)" in text
     assert "  memory: 1 of 2 paths near the predicted exponent" in text
@@ -222,7 +225,7 @@ def test_benchmark_headline_is_computed_from_the_fits(results_root, tmp_path) ->
     for r in suite["results"]:
         if r.case.path == "torch tiled" and r.status == "ok":
             r.peak_mib = 1e-6 * r.case.length**2  # as if the tiled path held the whole matrix
-    bench.write(suite, tmp_path)
+    cpu_suite.write(suite, tmp_path)
     odd = benchmark_headline(load_benchmarks(tmp_path)[0], 64)
     assert odd.endswith("the others 2.00–2.00 (0 of 1 near 1)")
 
@@ -261,7 +264,7 @@ def test_time_steps_refuses_bad_input() -> None:
 
 def test_a_run_says_how_many_heads_each_measurement_ran(results_root, tmp_path) -> None:
     cpu = load_benchmarks(results_root)[0]
-    assert cpu.batch_heads == 8  # bench.Case's default
+    assert cpu.batch_heads == 8  # attention_lib.bench.cpu.Case's default
     mixed = dict(json.loads(cpu.source.read_text()))
     mixed["results"] = [*mixed["results"], {**mixed["results"][0], "batch_heads": 1}]
     (tmp_path / "m").mkdir()

@@ -14,7 +14,7 @@ from support import make, qkv, torch_sdpa
 from torch.autograd import gradcheck
 
 import attention_lib as al
-from attention_lib.flash.autograd import tiled_forward
+from attention_lib.flash.torch_tiled import tiled_forward
 
 
 def leaf(shape, seed, dtype="float64"):

@@ -7,9 +7,10 @@ import json
 import matplotlib.pyplot as plt
 import pytest
 
-from attention_lib import bench_gpu
+from attention_lib.bench import gpu as gpu_suite
+from attention_lib.bench.results import load_benchmarks, load_gpu_runs
 from attention_lib.lessons import gpu
-from attention_lib.lessons.cost import load_benchmarks
+from attention_lib.lessons.figures import plot_cpu_and_gpu
 
 
 def _rows():
@@ -29,14 +30,14 @@ def _rows():
 def _write(root):
     info = {"machine": "gpu-test-card", "gpu": "Test Card"}
     payload = {"command": "make gpu-check", "info": info, "results": _rows(), "targets": []}
-    return bench_gpu.write(payload, root)
+    return gpu_suite.write(payload, root)
 
 
 def test_no_gpu_results_says_so_in_text_and_figure(tmp_path):
-    assert gpu.load_gpu_runs(tmp_path) == []
+    assert load_gpu_runs(tmp_path) == []
     assert gpu.gpu_caption([]) == gpu.NO_GPU_RESULTS
     fig, axes = plt.subplots(1, 2)
-    gpu.plot_cpu_and_gpu(None, [], axes)
+    plot_cpu_and_gpu(None, [], axes)
     (text,) = [t.get_text() for t in axes[1].texts]
     assert " ".join(text.split()) == gpu.NO_GPU_RESULTS
     assert max(len(line) for line in text.splitlines()) <= 36  # fits the panel
@@ -45,7 +46,7 @@ def test_no_gpu_results_says_so_in_text_and_figure(tmp_path):
 
 def test_committed_gpu_results_are_read_and_drawn(tmp_path):
     _write(tmp_path)
-    (run,) = gpu.load_gpu_runs(tmp_path)
+    (run,) = load_gpu_runs(tmp_path)
     assert run.gpu == "Test Card" and run.command == "make gpu-check"
     assert run.series("triton kernel", "forward", "float16", 64, False) == (
         [1024, 4096],
@@ -56,7 +57,7 @@ def test_committed_gpu_results_are_read_and_drawn(tmp_path):
         "triton kernel 300, sdpa flash 250 (measured by `make gpu-check`)."
     )
     fig, axes = plt.subplots(1, 2)
-    gpu.plot_cpu_and_gpu(None, [run], axes)
+    plot_cpu_and_gpu(None, [run], axes)
     assert [line.get_label() for line in axes[1].get_lines()] == ["triton kernel", "sdpa flash"]
     assert axes[1].get_ylabel().startswith("TFLOP/s") and axes[1].get_yscale() == "log"
     plt.close(fig)
@@ -70,7 +71,7 @@ def test_gpu_files_stay_out_of_the_cpu_loader(tmp_path):
 def test_the_committed_cpu_run_is_drawn_in_tflops():
     (cpu_run,) = [r for r in load_benchmarks("benchmarks/results") if not r.is_gpu]
     fig, axes = plt.subplots(1, 2)
-    gpu.plot_cpu_and_gpu(cpu_run, gpu.load_gpu_runs("benchmarks/results"), axes)
+    plot_cpu_and_gpu(cpu_run, load_gpu_runs("benchmarks/results"), axes)
     lines = axes[0].get_lines()
     assert {line.get_label() for line in lines} >= {"torch SDPA", "torch tiled"}
     sdpa = next(line for line in lines if line.get_label() == "torch SDPA")
@@ -84,7 +85,7 @@ def test_a_bad_gpu_file_is_named(tmp_path):
     (tmp_path / "gpu-x").mkdir()
     (tmp_path / "gpu-x" / "gpu_results.json").write_text(json.dumps({"info": {}}))
     with pytest.raises(ValueError, match=r"gpu-x/gpu_results\.json is not a GPU results file"):
-        gpu.load_gpu_runs(tmp_path)
+        load_gpu_runs(tmp_path)
 
 
 @pytest.mark.skipif(

@@ -130,8 +130,8 @@ def test_shares_the_reference_errors():
 
 
 def test_docstring_states_the_default_tiles():
-    from attention_lib.flash.autograd import default_blocks
     from attention_lib.flash.loop import NUMPY_BLOCK_K, NUMPY_BLOCK_Q
+    from attention_lib.flash.torch_tiled import default_blocks
 
     doc = " ".join(flash_attention.__doc__.split())  # the sentence may wrap anywhere
     (tq, tk), (cq, ck) = default_blocks(False), default_blocks(True)

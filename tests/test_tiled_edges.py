@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from support import make, qkv, to_numpy
 
 import attention_lib as al
-from attention_lib.flash import autograd
+from attention_lib.flash import torch_tiled
 
 BLOCKS = [(1, 1), (2, 3), (4, 4), (64, 64)]
 
@@ -31,9 +31,9 @@ def tiled(*args, **kwargs):
 def threads(request, monkeypatch):
     """Run a test on the calling thread, and again on the worker threads (small inputs too)."""
     if request.param == "threads":
-        monkeypatch.setattr(autograd, "PARALLEL_MIN_SCORES", 0)
+        monkeypatch.setattr(torch_tiled, "PARALLEL_MIN_SCORES", 0)
         if torch.get_num_threads() < 2:
-            monkeypatch.setattr(autograd.workers, "thread_count", lambda: 2)
+            monkeypatch.setattr(torch_tiled.workers, "thread_count", lambda: 2)
     return request.param
 
 
@@ -283,8 +283,8 @@ def test_threads_give_the_serial_result_with_masks_broadcast_and_gradients(monke
         return (out, *grads(out, (q, k, v), upstream))
 
     serial = run()
-    monkeypatch.setattr(autograd, "PARALLEL_MIN_SCORES", 0)
-    monkeypatch.setattr(autograd.workers, "thread_count", lambda: 3)
+    monkeypatch.setattr(torch_tiled, "PARALLEL_MIN_SCORES", 0)
+    monkeypatch.setattr(torch_tiled.workers, "thread_count", lambda: 3)
     for got, want in zip(run(), serial, strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
 
@@ -301,11 +301,11 @@ def test_a_row_whose_later_scores_rise_far_is_done_again_with_the_running_maximu
     q = q / q.norm(dim=-1, keepdim=True)
     k[:, 8:] = 60 * math.sqrt(8) * q[:, :1]  # q k^T / sqrt(8) = 60 (q_0 k, others up to 60)
     k[:, 8:] += 0.01 * make((2, 8, 8), "torch", "float32", 9)
-    out, m, total = autograd.tiled_forward(q, k, v, None, False, 1 / math.sqrt(8), 4, 8, (2,))
+    out, m, total = torch_tiled.tiled_forward(q, k, v, None, False, 1 / math.sqrt(8), 4, 8, (2,))
     expected = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
     torch.testing.assert_close(out.double(), expected, rtol=0, atol=1e-5)
     scores2 = (q.double() @ k.double().transpose(-1, -2)) / math.sqrt(8) * math.log2(math.e)
-    assert torch.all(total <= autograd.LAZY_LIMIT)
+    assert torch.all(total <= torch_tiled.LAZY_LIMIT)
     torch.testing.assert_close(m[..., 0].double(), scores2.amax(-1), rtol=0, atol=1e-4)
 
 

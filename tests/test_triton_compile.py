@@ -5,7 +5,7 @@ compiler refuses (a plain Python global inside a kernel, for one: every
 interpreter test passed while every GPU launch failed). Here each launch the
 library can make is compiled the way a GPU launch would compile it: built by
 the launcher's own ``*_launch`` functions from the tile table
-(`attention_lib.flash.triton_configs`), so a tile added there is compiled
+(`attention_lib.flash.triton.configs`), so a tile added there is compiled
 here at once, and handed to ``triton.compile`` for a CUDA target.
 
 Two depths, both failing on any compile error:
@@ -92,7 +92,7 @@ class Config:
 
 def configurations(whole_everywhere: bool = False) -> list[Config]:
     """Every compile to check, derived from the launcher's tile table."""
-    from attention_lib.flash.triton_configs import (
+    from attention_lib.flash.triton.configs import (
         DELTA_TILE,
         DTYPES,
         HEAD_DIMS,
@@ -170,8 +170,8 @@ def launch_for(config: Config):
     """The `Launch` the library builds for this configuration, on small CPU tensors."""
     import torch
 
-    from attention_lib.flash import triton_kernels as tk
-    from attention_lib.flash.triton_configs import Tile
+    from attention_lib.flash.triton import launch as tk
+    from attention_lib.flash.triton.configs import Tile
 
     dtype = getattr(torch, config.dtype)
     heads, heads_kv, n, lay = 4, 2, config.length, config.layout  # grouped heads: group = 2
@@ -343,7 +343,7 @@ def test_fits_the_targets_shared_memory(compiled, name):
 
 
 def test_every_table_entry_is_compiled():
-    from attention_lib.flash.triton_configs import every_choice
+    from attention_lib.flash.triton.configs import every_choice
 
     names = {(c.kernel, c.width, c.dtype, c.causal, c.tile, c.arch) for c in configurations()}
     for kernel, head_dim, dtype, causal, t in every_choice():

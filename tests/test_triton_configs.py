@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from attention_lib.flash import accuracy, triton_configs
-from attention_lib.flash.triton_configs import Tile, candidates, choose, padded
+from attention_lib.flash import accuracy
+from attention_lib.flash.triton import configs as triton_configs
+from attention_lib.flash.triton.configs import Tile, candidates, choose, padded
 
 
 def test_padded_widths_are_powers_of_two_from_16():
@@ -52,8 +53,9 @@ def test_bad_keys_are_named():
 
 def test_the_table_imports_neither_torch_nor_triton():
     code = (
-        "import sys, attention_lib.flash.triton_configs, attention_lib.flash.accuracy, "
-        "attention_lib.bench_gpu, attention_lib.lessons.gpu; "
+        "import sys, attention_lib.flash.triton.configs, attention_lib.flash.accuracy, "
+        "attention_lib.bench, attention_lib.bench.cli, attention_lib.bench.gpu, "
+        "attention_lib.bench.results, attention_lib.lessons.gpu; "
         "loaded = [m for m in ('torch', 'triton') if m in sys.modules]; assert not loaded, loaded"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -168,7 +168,7 @@ def _lse_error():
     their sum is the log-sum-exp, the first is the row's largest score."""
     import torch
 
-    from attention_lib.flash.triton_kernels import flash_forward
+    from attention_lib.flash.triton.launch import flash_forward
 
     q, k, v = _inputs((1, 2, 29, 16), (1, 2, 29, 16), (1, 2, 29, 16), torch.float32)
     _, stats = flash_forward(q, k, v, True, 0.25, 16, 16)
@@ -325,21 +325,21 @@ def _recorded(run):
     """The launches ``run()`` makes: each kernel's name and its tensors, described."""
     import torch
 
-    from attention_lib.flash import triton_kernels
+    from attention_lib.flash.triton import launch as triton_launch
 
     launches = []
-    launch = triton_kernels.Launch.__call__
+    launch = triton_launch.Launch.__call__
 
     def recording(self):
         tensors = [a for a in self.args if isinstance(a, torch.Tensor)]
         launches.append({"kernel": self.kernel.__name__, "tensors": list(map(_describe, tensors))})
         launch(self)
 
-    triton_kernels.Launch.__call__ = recording
+    triton_launch.Launch.__call__ = recording
     try:
         run()
     finally:
-        triton_kernels.Launch.__call__ = launch
+        triton_launch.Launch.__call__ = launch
     return launches
 
 
@@ -433,11 +433,11 @@ def _empty():
 
 def run_in_interpreter():
     """Everything the tests check, measured under TRITON_INTERPRET=1."""
-    from attention_lib.flash import triton_kernels
+    from attention_lib.flash.triton import launch as triton_launch
 
     shapes = {name: rest for name, *rest in SHAPES}
     return {
-        "interpreted": triton_kernels.INTERPRETED,
+        "interpreted": triton_launch.INTERPRETED,
         "forward": {f"{n}|{d}": _forward(shapes[n], d) for n, d in FORWARD_CASES},
         "extra": {n: _forward(s, "float32") for n, s in EXTRA_CASES.items()},
         "gradients": {f"{n}|{d}": _gradients(shapes[n], d) for n, d in GRAD_CASES},

@@ -11,7 +11,7 @@ import torch
 from support import make
 
 import attention_lib as al
-from attention_lib.flash import autograd, workers
+from attention_lib.flash import torch_tiled, workers
 
 
 def test_every_item_runs_once_with_a_scratch_per_thread():
@@ -54,7 +54,7 @@ def test_the_first_error_is_raised_in_the_caller():
 def test_the_callers_thread_count_and_the_default_for_new_threads_are_kept(monkeypatch):
     monkeypatch.setattr(workers, "_pools", {})  # the threads start in this test
     monkeypatch.setattr(workers, "thread_count", lambda: 2)
-    monkeypatch.setattr(autograd, "PARALLEL_MIN_SCORES", 0)
+    monkeypatch.setattr(torch_tiled, "PARALLEL_MIN_SCORES", 0)
     before = torch.get_num_threads()
     q = make((8, 64, 32), "torch", "float32")
     al.flash_attention(q, q, q, backend="tiled")  # on the workers
@@ -67,7 +67,7 @@ def test_the_callers_thread_count_and_the_default_for_new_threads_are_kept(monke
 
 
 def test_calls_from_several_threads_at_once_give_the_serial_results(monkeypatch):
-    monkeypatch.setattr(autograd, "PARALLEL_MIN_SCORES", 0)
+    monkeypatch.setattr(torch_tiled, "PARALLEL_MIN_SCORES", 0)
     monkeypatch.setattr(workers, "thread_count", lambda: 2)
     inputs = [tuple(make((4, 30, 8), "torch", seed=3 * i + j) for j in range(3)) for i in range(6)]
     expected = [al.scaled_dot_product_attention(*x, is_causal=True) for x in inputs]
@@ -88,8 +88,8 @@ def test_calls_from_several_threads_at_once_give_the_serial_results(monkeypatch)
 def test_a_forked_child_starts_threads_of_its_own():
     code = (
         "import os, torch, attention_lib as al\n"
-        "from attention_lib.flash import autograd, workers\n"
-        "autograd.PARALLEL_MIN_SCORES = 0\n"
+        "from attention_lib.flash import torch_tiled, workers\n"
+        "torch_tiled.PARALLEL_MIN_SCORES = 0\n"
         "workers.thread_count = lambda: 2\n"
         "x = torch.ones(4, 16, 8)\n"
         "al.flash_attention(x, x, x)\n"  # the parent's threads exist
@@ -102,3 +102,27 @@ def test_a_forked_child_starts_threads_of_its_own():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
     assert result.returncode == 0, result.stderr.decode()
+
+
+def test_the_threads_are_stopped_and_joined_at_exit():
+    """At exit (`_close_pools`, an atexit handler) every worker thread ends before the
+    interpreter finalises: a daemon thread alive then aborted about one exit in eight
+    (SIGABRT, "terminate called without an active exception"). A later call starts anew."""
+    workers.run(lambda item, scratch: None, range(4), threads=2)
+    threads = [t for pool in workers._pools.values() for t in pool.threads]
+    assert threads and all(t.is_alive() for t in threads)
+    workers._close_pools()
+    assert not workers._pools
+    assert not any(t.is_alive() for t in threads)
+    done = []
+    workers.run(lambda item, scratch: done.append(item), range(4), threads=2)
+    assert sorted(done) == [0, 1, 2, 3]
+
+
+def test_a_script_using_the_threads_exits_cleanly():
+    code = (
+        "import torch, attention_lib as al; q = torch.randn(1, 8, 1024, 64); "
+        "al.flash_attention(q, q, q, block_q=128); print('done')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "done", "")

@@ -1,11 +1,12 @@
 """The tiled execution paths: FlashAttention's online softmax, one tile of scores at a time.
 
     dispatch        `flash_attention`, which picks a path (``backend=``)
-    loop            the readable loop, numpy (and any array-API namespace)
-    autograd        the torch loop, in place, with FlashAttention's backward pass
-    triton_kernels  the Triton path's launchers and autograd Function (CUDA, or the interpreter)
-    triton_forward  the Triton forward kernel; triton_backward its backward kernels
-    triton_configs  their tile table; triton_common  what the kernels share
+    loop            the readable loop (`tiled_loop`), numpy (and any array-API namespace)
+    torch_tiled     the torch loop, forward in place and FlashAttention's backward pass
+                    (`torch_tiled_attention`, `TorchTiledFunction`), on `workers`' threads
+    triton/         the Triton path (CUDA, or the interpreter): launch (the launchers and
+                    autograd Function), forward and backward (the kernels), configs (their
+                    tile table), common (what the kernels share)
     accuracy        FlashAttention's rule: at most twice PyTorch's error against float64
     tiles           the query and key blocks every path walks
 

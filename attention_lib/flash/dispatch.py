@@ -2,8 +2,8 @@
 
 - numpy arrays run the readable loop (`attention_lib.flash.loop`);
 - torch tensors run the in-place torch loop with FlashAttention's backward
-  pass (`attention_lib.flash.autograd`);
-- CUDA tensors run the Triton kernels (`attention_lib.flash.triton_kernels`).
+  pass (`attention_lib.flash.torch_tiled`);
+- CUDA tensors run the Triton kernels (`attention_lib.flash.triton.launch`).
 
 Those modules are imported only when asked for, so importing this one
 imports neither torch nor triton.
@@ -15,7 +15,7 @@ import importlib.util
 from typing import Any
 
 from ..backend import is_torch_array
-from ..inputs import AttentionSpec, check, materialise
+from ..inputs import AttentionSpec, check, materialise, positive_integer
 
 __all__ = ["BACKENDS", "flash_attention"]
 
@@ -23,17 +23,11 @@ __all__ = ["BACKENDS", "flash_attention"]
 BACKENDS = ("auto", "tiled", "triton")
 
 
-def _check_block(name: str, size: int | None) -> None:
-    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
-        raise ValueError(
-            f"{name} must be a positive integer, got {size!r} (or None for the default)"
-        )
-
-
-def _triton_refusal(
+def _triton_plan(
     spec: AttentionSpec, block_q: int | None, block_k: int | None, forced: bool
-) -> Exception | None:
-    """Why the Triton kernel cannot run this call (an exception to raise), or None if it can.
+) -> Any:
+    """How the Triton kernels run this call (`triton_launch.plan`'s layout), or why they
+    cannot (an exception to raise).
 
     ``backend="auto"`` asks only for CUDA tensors, so that triton is never
     imported for numpy or CPU work; ``backend="triton"`` also accepts CPU
@@ -49,10 +43,10 @@ def _triton_refusal(
             "(pip install -e '.[triton]', Linux only); backend='tiled' runs everywhere"
         )
     try:
-        from . import triton_kernels
+        from .triton import launch as triton_launch
     except ImportError as err:  # installed but broken, e.g. no matching driver libraries
         return RuntimeError(f"backend='triton': triton is installed but failed to import: {err}")
-    return triton_kernels.refusal(spec, block_q, block_k)
+    return triton_launch.plan(spec, block_q, block_k)
 
 
 def flash_attention(
@@ -95,12 +89,12 @@ def flash_attention(
 
     - ``"tiled"``: the library's loop. numpy arrays run the readable loop in
       `attention_lib.flash.loop`; torch tensors run its in-place torch
-      version (`attention_lib.flash.autograd`), which is differentiable
+      version (`attention_lib.flash.torch_tiled`), which is differentiable
       (FlashAttention's backward pass, recomputing tiles from each row's
       saved maximum and total) and, on a large problem, runs its work items
       on as many threads as ``torch.get_num_threads()`` gives, each
       single-threaded, leaving the caller's thread count as it was.
-    - ``"triton"``: the Triton kernels (`attention_lib.flash.triton_kernels`):
+    - ``"triton"``: the Triton kernels (`attention_lib.flash.triton.launch`):
       CUDA tensors, or CPU tensors when TRITON_INTERPRET=1 was set before
       triton was imported. They handle ``is_causal`` but no ``attn_mask``;
       float16, bfloat16 and float32; head widths up to 256; the inputs as
@@ -126,26 +120,27 @@ def flash_attention(
     if not isinstance(backend, str) or backend not in BACKENDS:
         valid = ", ".join(repr(name) for name in BACKENDS)
         raise ValueError(f"backend must be one of {valid}, got {backend!r}")
-    _check_block("block_q", block_q)
-    _check_block("block_k", block_k)
+    # None is the path's own choice
+    block_q = None if block_q is None else positive_integer("block_q", block_q)
+    block_k = None if block_k is None else positive_integer("block_k", block_k)
     spec = check(query, key, value, attn_mask, is_causal, scale, enable_gqa)
     if backend != "tiled":
-        refusal = _triton_refusal(spec, block_q, block_k, forced=backend == "triton")
-        if refusal is None:
-            from .triton_kernels import triton_attention
+        plan = _triton_plan(spec, block_q, block_k, forced=backend == "triton")
+        if not isinstance(plan, Exception):
+            from .triton.launch import triton_attention
 
-            return triton_attention(spec, block_q, block_k)  # the caller's tensors, no copies
+            return triton_attention(spec, plan, block_q, block_k)  # the caller's tensors
         if backend == "triton":
-            raise refusal
+            raise plan
     problem = materialise(spec)  # upcast, grouped heads repeated
     if is_torch_array(problem.query):
-        from .autograd import tiled_attention
+        from .torch_tiled import torch_tiled_attention
 
-        out = tiled_attention(problem, block_q, block_k)  # (..., L, Ev)
+        out = torch_tiled_attention(problem, block_q, block_k)  # (..., L, Ev)
     else:
-        from .loop import NUMPY_BLOCK_K, NUMPY_BLOCK_Q, tiled_generic
+        from .loop import NUMPY_BLOCK_K, NUMPY_BLOCK_Q, tiled_loop
 
         block_q = NUMPY_BLOCK_Q if block_q is None else block_q
         block_k = NUMPY_BLOCK_K if block_k is None else block_k
-        out = tiled_generic(problem, block_q, block_k)  # (..., L, Ev)
+        out = tiled_loop(problem, block_q, block_k)  # (..., L, Ev)
     return problem.xp.astype(out, problem.out_dtype, copy=False)  # no copy in its own dtype

@@ -19,7 +19,7 @@ is never read here (see `attention_lib.flash.tiles`).
 
 Written once for numpy and torch through the array-API namespace; numpy
 arrays run it. Torch tensors run the in-place version in
-`attention_lib.flash.autograd`, which also has the backward pass.
+`attention_lib.flash.torch_tiled`, which also has the backward pass.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from .tiles import (
     visible_product,
 )
 
-__all__ = ["NUMPY_BLOCK_K", "NUMPY_BLOCK_Q", "tiled_generic"]
+__all__ = ["NUMPY_BLOCK_K", "NUMPY_BLOCK_Q", "tiled_loop"]
 
 # Tiles of the readable loop (numpy): small enough to draw, large enough that
 # the matrix products, not Python, take the time.
@@ -85,7 +85,7 @@ def _query_block(
 
 
 @nan_is_expected
-def tiled_generic(problem: AttentionProblem, block_q: int, block_k: int) -> Any:
+def tiled_loop(problem: AttentionProblem, block_q: int, block_k: int) -> Any:
     """The readable loop on any array namespace: output (..., L, Ev) in the accumulation dtype.
 
     The output is allocated once and each query block is written into its

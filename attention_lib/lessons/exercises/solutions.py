@@ -192,7 +192,7 @@ FLASH_SOLUTIONS: dict[str, Solution] = {
         "chain rule through S = scale * Q K^T. A key head that served a group of query heads "
         "gets the sum of their gradients. FlashAttention-2 (its Algorithm 2) computes the same "
         "quantities one tile at a time, key blocks outside and query blocks inside, as "
-        "attention_lib/flash/autograd.py does.",
+        "attention_lib/flash/torch_tiled.py does.",
     ),
     "key_block": Solution(
         "key_block",

@@ -1,6 +1,6 @@
 """Notebook 07's Triton kernel: FlashAttention's forward pass with the key loop's body left out.
 
-`attention_skeleton` is `attention_lib.flash.triton_forward` cut down to what
+`attention_skeleton` is `attention_lib.flash.triton.forward` cut down to what
 the exercise is about: one program per (block of BLOCK_M query rows, head),
 contiguous (H, length, width) tensors, head widths that are powers of two
 (at least 16, the smallest matrix-product tile), no feature padding. It

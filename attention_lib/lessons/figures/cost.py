@@ -1,14 +1,25 @@
-"""Notebook 05's still figure of the cost model: HBM traffic per head, standard against
-FlashAttention-2, counted from the papers' algorithms (`attention_lib.lessons.cost`)."""
+"""Notebook 05's still figures: the cost model's HBM traffic, and what the benchmarks measured.
+
+`plot_traffic`: HBM traffic per head, standard against FlashAttention-2,
+counted from the papers' algorithms (`attention_lib.lessons.cost`).
+`plot_benchmark`: a CPU run's time and memory against T with their fitted
+growth exponents; `plot_cpu_and_gpu`: a CPU run's throughput beside a GPU
+run's, in one unit (both runs read by `attention_lib.bench.results`).
+"""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from ..cost import attention_traffic
+import numpy as np
 
-__all__ = ["plot_traffic"]
+from ...bench.results import BenchmarkRun, GpuRun
+from ..cost import attention_traffic
+from ..gpu import NO_GPU_RESULTS
+
+__all__ = ["plot_benchmark", "plot_cpu_and_gpu", "plot_traffic"]
 
 
 def plot_traffic(
@@ -48,3 +59,105 @@ def plot_traffic(
     )
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8)
+
+
+def plot_benchmark(
+    run: BenchmarkRun, axes: Sequence[Any], width: int, causal: bool = False
+) -> None:
+    """Time and memory against T, log-log, every path of ``run``, on two matplotlib axes.
+
+    Each line's legend label carries its fitted growth exponent; dotted grey
+    guides show slopes 1 and 2 for reference. ``axes`` is (time_ax, memory_ax).
+    """
+    fits = run.exponents(width, causal)
+    for ax, metric, ylabel in (
+        (axes[0], "time", "median time per call (s)"),
+        (axes[1], "memory", "peak memory beyond inputs (MiB)"),
+    ):
+        all_lengths: list[int] = []
+        for path in run.paths:
+            lengths, values = run.series(path, metric, width, causal)
+            if not lengths:
+                continue
+            all_lengths += lengths
+            slope = fits[path][metric]
+            tag = "" if slope is None else f"  (slope {slope:.2f})"
+            ax.loglog(lengths, values, "o-", ms=4, label=path + tag)
+        if all_lengths:
+            _slope_guides(ax, min(all_lengths), max(all_lengths))
+        ax.set_xlabel("sequence length T = L = S (tokens)")
+        if all_lengths:  # the measured lengths as plain numbers, not powers of ten
+            ticks = sorted(set(all_lengths))
+            ax.set_xticks(ticks, [str(t) for t in ticks], fontsize=8)
+            ax.minorticks_off()
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{metric} against T (log-log)", fontsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, title="path (fitted exponent)", title_fontsize=7)
+
+
+def _slope_guides(ax: Any, lo: int, hi: int) -> None:
+    """Dotted lines of slope 1 and 2 through the lower-left of the data, to read slopes by eye."""
+    ymin = min(line.get_ydata().min() for line in ax.get_lines())
+    xs = np.array([lo, hi], dtype=float)  # (2,)
+    for power in (1, 2):
+        ax.loglog(xs, ymin * (xs / lo) ** power, ":", color="gray", lw=1)
+        end = (hi, ymin * (hi / lo) ** power)
+        label = "∝ T²" if power == 2 else "∝ T"
+        ax.annotate(label, end, fontsize=7, color="gray", ha="right", va="bottom")
+
+
+def plot_cpu_and_gpu(
+    cpu_run: BenchmarkRun | None,
+    gpu_runs: list[GpuRun],
+    axes: Any,
+    width: int = 64,
+    dtype: str = "float16",
+    causal: bool = False,
+) -> None:
+    """Throughput against L on two axes: a CPU run's paths (left), a GPU run's (right).
+
+    Both in TFLOP/s on a log scale (the CPU run's GFLOP/s / 1000), so the
+    gap between them reads off directly. The GPU panel shows its forward
+    rows at ``width``, ``dtype`` and ``causal``; with no GPU runs it holds
+    `NO_GPU_RESULTS` as text instead of lines.
+    """
+    cpu_ax, gpu_ax = axes
+    if cpu_run is not None:
+        for path in cpu_run.paths:
+            points = sorted(
+                (int(r["length"]), float(r["gflops"]) / 1e3)
+                for r in cpu_run.rows
+                if r["path"] == path
+                and int(r["width"]) == width
+                and bool(r["causal"]) == causal
+                and r["status"] == "ok"
+                and r.get("gflops")
+            )
+            if points:
+                cpu_ax.plot(*zip(*points, strict=True), "o-", ms=3, label=path)
+        cpu_ax.set_title(f"CPU: {cpu_run.machine}", fontsize=9)
+    else:
+        cpu_ax.set_title("CPU: no results", fontsize=9)
+    if gpu_runs:
+        run = gpu_runs[0]
+        for path in run.paths:
+            lengths, tflops = run.series(path, "forward", dtype, width, causal)
+            if lengths:
+                gpu_ax.plot(lengths, tflops, "o-", ms=3, label=path)
+        gpu_ax.set_title(f"GPU: {run.gpu}, {dtype}", fontsize=9)
+    else:
+        text = textwrap.fill(NO_GPU_RESULTS, 36, break_on_hyphens=False)
+        gpu_ax.text(0.5, 0.5, text, ha="center", va="center", transform=gpu_ax.transAxes)
+        gpu_ax.set_title("GPU", fontsize=9)
+        gpu_ax.set_xticks([])
+        gpu_ax.set_yticks([])
+    for ax in axes:
+        if ax.get_lines():
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("sequence length L = S (tokens)")
+            ax.set_ylabel("TFLOP/s (4·B·H·L·S·E, half if causal)")
+            ax.grid(True, which="major", alpha=0.3)
+            ax.legend(fontsize=7, title=f"forward, E = {width}", title_fontsize=7)

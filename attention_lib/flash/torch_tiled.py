@@ -55,8 +55,8 @@ into the product dO V^T as the shift is into Q K^T: no pass over the tile.
 Masked keys are never read, NaN and infinities included (the rule and
 where it parts from PyTorch: `attention_lib.flash.tiles`): each pass runs
 the fast route, checks its result once, and only when it is not finite
-runs again on the exact route. `TiledAttention` is the
-`torch.autograd.Function`; `tiled_attention` is what
+runs again on the exact route. `TorchTiledFunction` is the
+`torch.autograd.Function`; `torch_tiled_attention` is what
 `attention_lib.flash_attention` calls for torch tensors.
 
 Importing this module imports torch: `attention_lib.flash.dispatch` imports it
@@ -92,11 +92,11 @@ __all__ = [
     "TORCH_BLOCK_Q",
     "TORCH_CAUSAL_BLOCK_K",
     "TORCH_CAUSAL_BLOCK_Q",
-    "TiledAttention",
+    "TorchTiledFunction",
     "default_blocks",
-    "tiled_attention",
     "tiled_backward",
     "tiled_forward",
+    "torch_tiled_attention",
 ]
 
 # Tile sizes measured fastest on a 2-core AVX-512 CPU (one thread, L = 2048 and 4096,
@@ -690,7 +690,7 @@ def _backward(
     return dquery, dkey, dvalue, None if dmask is None else dmask.result()
 
 
-class TiledAttention(torch.autograd.Function):
+class TorchTiledFunction(torch.autograd.Function):
     """Attention on (..., L, E) tensors with FlashAttention's memory-light backward.
 
     ``apply(query, key, value, mask, is_causal, scale, block_q, block_k,
@@ -729,14 +729,14 @@ class TiledAttention(torch.autograd.Function):
         return (*grads, None, None, None, None, None)
 
 
-def tiled_attention(
+def torch_tiled_attention(
     problem: AttentionProblem, block_q: int | None, block_k: int | None
 ) -> torch.Tensor:
     """The tiled path for a validated problem with torch tensors: output (..., L, Ev).
 
     ``block_q``/``block_k`` None take `default_blocks`. Query, key and
     value keep their own batch shapes (no input is copied to the broadcast
-    size). Runs `TiledAttention`; differentiable with respect to query,
+    size). Runs `TorchTiledFunction`; differentiable with respect to query,
     key, value and a float mask, each gradient in its own shape. The result
     is in the accumulation dtype (the caller casts it back).
     """
@@ -744,4 +744,4 @@ def tiled_attention(
     block_q = default_q if block_q is None else block_q
     block_k = default_k if block_k is None else block_k
     args = (problem.mask, problem.is_causal, problem.scale, block_q, block_k, problem.batch)
-    return TiledAttention.apply(problem.query, problem.key, problem.value, *args)
+    return TorchTiledFunction.apply(problem.query, problem.key, problem.value, *args)

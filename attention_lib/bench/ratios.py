@@ -1,6 +1,7 @@
 """The tiled path against PyTorch's fused kernel on the CPU: throughput ratios, idle and loaded.
 
-Part of ``python -m attention_lib.bench`` (``--ratios-only`` runs just this).
+Part of ``python -m attention_lib.bench`` (``--ratios-only`` runs just this;
+`attention_lib.bench.cli`).
 For each length, head width, causal setting and pass (forward, or forward +
 backward), our torch tiled path (`attention_lib.flash_attention`,
 ``backend="tiled"``) and ``torch.nn.functional.scaled_dot_product_attention``
@@ -17,7 +18,8 @@ spinning on one core, "loaded"). Beside them:
 - the numpy tiled loop against the numpy reference path, timed alternately.
 
 Ratios measured side by side are what to compare on a shared machine; the
-machine's load average before the run is recorded with them.
+machine, its torch threads and its load average as the run starts are
+recorded with them (`attention_lib.bench.machine.machine_info`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -36,13 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from .core import scaled_dot_product_attention
-from .flash import flash_attention
-from .flash.tiles import score_fraction
+from ..core import scaled_dot_product_attention
+from ..flash import flash_attention
+from ..flash.tiles import score_fraction
+from .machine import HostPeak, MiB, machine_info
 
 __all__ = [
     "BATCH_HEADS",
-    "MiB",
     "RatioCase",
     "busy_process",
     "default_cases",
@@ -54,7 +55,6 @@ __all__ = [
     "run_ratios",
 ]
 
-MiB = 1024 * 1024
 BATCH_HEADS = 8
 
 
@@ -139,7 +139,7 @@ def _alternate(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list
 
 def measure_ratios(cases: Sequence[RatioCase], rounds: int, load: str) -> list[dict[str, Any]]:
     """One row per case: median seconds, GFLOP/s and the throughput ratio ours / SDPA."""
-    from .flash.autograd import default_blocks
+    from ..flash.torch_tiled import default_blocks
 
     rows = []
     for case in cases:
@@ -184,13 +184,13 @@ def measure_memory(length: int, widths: Sequence[int]) -> list[dict[str, Any]]:
     beyond those, the output's gradient and the three input gradients. Each
     case runs in a fresh Python process (`memory_case`), so that no memory
     freed by an earlier measurement is reused unseen; the peak is the
-    process high-water mark (``_HostPeak`` in `attention_lib.bench`), None
+    process high-water mark (`attention_lib.bench.machine.HostPeak`), None
     where it cannot be read.
     """
     rows = []
     for width in widths:
         for backward in (False, True):
-            command = [sys.executable, "-m", "attention_lib.bench_ratios", "--memory-case"]
+            command = [sys.executable, "-m", "attention_lib.bench.ratios", "--memory-case"]
             command += [str(length), str(width), str(int(backward))]
             done = subprocess.run(command, capture_output=True, text=True, check=True)
             rows.append(json.loads(done.stdout.splitlines()[-1]))
@@ -199,8 +199,7 @@ def measure_memory(length: int, widths: Sequence[int]) -> list[dict[str, Any]]:
 
 def memory_case(length: int, width: int, backward: bool) -> dict[str, Any]:
     """One case of `measure_memory`, in this process: run it once, return its row."""
-    from .bench import _HostPeak
-    from .flash.autograd import default_blocks
+    from ..flash.torch_tiled import default_blocks
 
     case = RatioCase(length, width, False, backward)
     warm = _callables(RatioCase(256, width, False, backward))["ours"]
@@ -209,7 +208,7 @@ def memory_case(length: int, width: int, backward: bool) -> dict[str, Any]:
     outputs = BATCH_HEADS * length * width * 4 * (4 if backward else 1)  # and three gradients
     del warm
     gc.collect()
-    peak = _HostPeak()
+    peak = HostPeak()
     peak.reset()
     start = time.perf_counter()
     result = call()
@@ -261,13 +260,14 @@ def run_ratios(
     numpy_lengths: Sequence[int],
     loaded: bool = True,
 ) -> dict[str, Any]:
-    """The whole comparison: idle and loaded ratios, memory, numpy. A dict for results.json."""
-    import torch
+    """The whole comparison: idle and loaded ratios, memory, numpy. A dict for ratios.json.
 
+    Its ``info`` is `machine_info`, taken as the run starts (the load average
+    the idle ratios were measured at).
+    """
     cases = default_cases(lengths, widths)
     result: dict[str, Any] = {
-        "load_average_before": os.getloadavg(),
-        "torch_threads": torch.get_num_threads(),
+        "info": machine_info("cpu", "float32"),
         "ratios": measure_ratios(cases, rounds, "idle"),
     }
     if loaded:
@@ -282,10 +282,10 @@ def format_ratios(result: dict[str, Any]) -> str:
     """The table `run_ratios` measured, as text: idle and loaded side by side."""
     rows = result["ratios"]
     by_load = {(r["length"], r["width"], r["causal"], r["backward"], r["load"]): r for r in rows}
-    load = result["load_average_before"]
+    load = result["info"]["load_average"]
     lines = [
         f"ours / SDPA (throughput), timed alternately, median of {rows[0]['rounds']} each; "
-        f"{result['torch_threads']} torch threads; load average before: "
+        f"{result['info']['torch_threads']} torch threads; load average before: "
         + " ".join(f"{x:.2f}" for x in load),
         f"{'L':>6} {'E':>4}  {'pass':<27} {'tiles':>9} {'scores':>6}  "
         f"{'idle: ours':>10} {'SDPA':>6} {'ratio':>5}  "
@@ -327,8 +327,8 @@ def format_ratios(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # python -m attention_lib.bench_ratios --memory-case L E BACKWARD
+if __name__ == "__main__":  # python -m attention_lib.bench.ratios --memory-case L E BACKWARD
     if sys.argv[1:2] != ["--memory-case"] or len(sys.argv) != 5:
-        raise SystemExit("usage: python -m attention_lib.bench_ratios --memory-case L E 0|1")
+        raise SystemExit("usage: python -m attention_lib.bench.ratios --memory-case L E 0|1")
     length, width, backward = (int(x) for x in sys.argv[2:])
     print(json.dumps(memory_case(length, width, bool(backward))))

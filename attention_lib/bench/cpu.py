@@ -1,30 +1,17 @@
-"""The benchmark suite: every attention path, measured side by side in one run.
+"""The CPU benchmark: every attention path, measured side by side in one run.
 
-    python -m attention_lib.bench                 # the sweep, then the ratios (about 20 minutes
-                                                  # on 2 cores)
-    python -m attention_lib.bench --quick         # a small sweep and small ratios, for trying it
-    python -m attention_lib.bench --ratios-only   # the ratios alone (about 5 minutes)
-
-On a machine with a CUDA device the same command runs the GPU benchmark
-instead (`attention_lib.bench_gpu`: our kernels against PyTorch's SDPA
-backends, timed with CUDA events); ``--device cpu`` keeps this one.
-
-For each path, sequence length, head width and causal setting it records the
+Run by ``python -m attention_lib.bench`` (`attention_lib.bench.cli`). For
+each path, sequence length, head width and causal setting it records the
 median time over repeats, the achieved GFLOP/s (4·B·H·L·S·E FLOPs, halved for
 causal, as FlashAttention's benchmark counts them), the peak memory beyond the
 inputs (the process high-water mark on the CPU, `max_memory_allocated` on a
-GPU), and each as a fraction of a plain matrix product timed in the same run,
-the machine's practical limit. Ratios measured in one run are what to compare:
-these machines are shared and noisy. Sizes that would not fit are refused and
-recorded as such. Results go to ``benchmarks/results/<machine>/`` as JSON, CSV
-and PNG plots, with the machine, versions and thread count.
-
-Then the ratios (`attention_lib.bench_ratios`): our torch tiled path against
-PyTorch's SDPA, forward and forward + backward, causal and not, timed
-alternately, idle and with one other busy process the run starts and stops
-itself; its memory beyond inputs and outputs at L = 16384; the numpy tiled
-loop against the numpy reference. They go to ``ratios.json`` beside the
-sweep's files, with the load average the machine had.
+GPU; `attention_lib.bench.machine`), and each as a fraction of a plain matrix
+product timed in the same run, the machine's practical limit. Ratios measured
+in one run are what to compare: these machines are shared and noisy. Sizes
+that would not fit are refused and recorded as such. Results go to
+``benchmarks/results/<machine>/`` as JSON, CSV and PNG plots, with the
+machine, versions, thread count and load average (`machine_info`), and the
+growth exponents in L fitted on them (`attention_lib.bench.results`).
 """
 
 from __future__ import annotations
@@ -34,8 +21,6 @@ import csv
 import dataclasses
 import gc
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -47,14 +32,28 @@ from typing import Any
 
 import numpy as np
 
-from .core import scaled_dot_product_attention
-from .fits import log_log_slope
-from .flash import flash_attention
-from .memory import AttentionMemoryError, available_bytes, format_bytes
+from ..core import scaled_dot_product_attention
+from ..flash import flash_attention
+from ..memory import AttentionMemoryError
+from .machine import CudaPeak, HostPeak, command_line, machine_info
+from .results import growth_exponents
 
-__all__ = ["Case", "Result", "fit_exponent", "main", "run_suite"]
+__all__ = [
+    "FULL_LENGTHS",
+    "PATHS",
+    "QUICK_LENGTHS",
+    "AttentionPath",
+    "Case",
+    "Result",
+    "Runner",
+    "cases",
+    "plot",
+    "rows",
+    "run_suite",
+    "summary",
+    "write",
+]
 
-MiB = 1024 * 1024
 FULL_LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384)
 QUICK_LENGTHS = (256, 512, 1024)
 
@@ -94,69 +93,6 @@ class Result:
     def gflops(self) -> float | None:
         t = self.median_s
         return self.case.flops / t / 1e9 if t else None
-
-
-# --- memory -------------------------------------------------------------------
-
-
-class _HostPeak:
-    """Peak resident memory of this process during one run, via Linux's VmHWM.
-
-    glibc keeps freed blocks below its mmap threshold (up to 32 MiB) for reuse,
-    so a run's temporaries could land in memory that is already resident and
-    never show in the high-water mark. For the measured run we lower the
-    threshold to 64 KiB, so every sizeable block is fresh memory, and restore
-    a large one for the timed runs, so they keep their fast reuse.
-    """
-
-    M_TRIM_THRESHOLD = -1  # mallopt parameter numbers, from glibc's malloc.h
-    M_MMAP_THRESHOLD = -3
-
-    def __init__(self) -> None:
-        import ctypes
-        import ctypes.util
-
-        self.libc = None
-        if Path("/proc/self/clear_refs").exists() and platform.libc_ver()[0] == "glibc":
-            self.libc = ctypes.CDLL(ctypes.util.find_library("c"))
-
-    @staticmethod
-    def _status_kib(key: str) -> int:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-        raise KeyError(key)
-
-    def reset(self) -> None:
-        if self.libc is None:
-            return
-        self.libc.mallopt(self.M_MMAP_THRESHOLD, 64 * 1024)
-        self.libc.malloc_trim(0)  # hand freed heap memory back first
-        Path("/proc/self/clear_refs").write_text("5")  # resets the high-water mark
-        self.base = self._status_kib("VmRSS")
-
-    def peak_beyond_base_mib(self) -> float | None:
-        if self.libc is None:
-            return None  # no way to read a per-run peak here
-        peak = (self._status_kib("VmHWM") - self.base) / 1024
-        # back to the steady state glibc's dynamic threshold reaches on its own:
-        # blocks up to 32 MiB reused from the heap, trimmed only beyond 64 MiB
-        self.libc.mallopt(self.M_MMAP_THRESHOLD, 32 * MiB)
-        self.libc.mallopt(self.M_TRIM_THRESHOLD, 64 * MiB)
-        return peak
-
-
-class _CudaPeak:
-    def __init__(self, torch: Any) -> None:
-        self.torch = torch
-
-    def reset(self) -> None:
-        self.torch.cuda.synchronize()
-        self.torch.cuda.reset_peak_memory_stats()
-        self.base = self.torch.cuda.memory_allocated()
-
-    def peak_beyond_base_mib(self) -> float:
-        return (self.torch.cuda.max_memory_allocated() - self.base) / MiB
 
 
 # --- the paths ------------------------------------------------------------------
@@ -251,7 +187,7 @@ class Runner:
             return Result(case, "skipped", note="needs a CUDA GPU")
         q, k, v = self.inputs(case, path.library)
         on_device = self.on_gpu and path.library == "torch"
-        peak = _CudaPeak(self.torch) if on_device else None
+        peak = CudaPeak(self.torch) if on_device else None
         gc.collect()
         try:
             with self.torch.no_grad():
@@ -284,7 +220,7 @@ class Runner:
         """`peak_here` in a new Python process (None if it cannot say)."""
         fields = ", ".join(repr(x) for x in dataclasses.astuple(case))
         code = (
-            "import json; from attention_lib.bench import Case, Runner; "
+            "import json; from attention_lib.bench.cpu import Case, Runner; "
             f"print(json.dumps(Runner('cpu', {self.dtype!r}, 1, 0.0).peak_here(Case({fields}))))"
         )
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -305,7 +241,7 @@ class Runner:
             path.run(*self.inputs(warm, path.library), warm.causal)
             q, k, v = self.inputs(case, path.library)
             gc.collect()
-            peak = _HostPeak()
+            peak = HostPeak()
             peak.reset()
             path.run(q, k, v, case.causal)
             return peak.peak_beyond_base_mib()
@@ -339,81 +275,11 @@ def cases(
                     yield Case(path, length, width, causal, batch_heads)
 
 
-def fit_exponent(
-    lengths: Sequence[float], values: Sequence[float | None], points: int = 3
-) -> float | None:
-    """Growth exponent in L over the largest ``points`` lengths with a measurement.
-
-    Missing (None) and non-positive values, refused or failed runs, are left
-    out; None when fewer than two measurements remain.
-    """
-    pairs = [(x, y) for x, y in zip(lengths, values, strict=True) if y is not None and y > 0]
-    if len(pairs) < 2:
-        return None
-    return log_log_slope([p[0] for p in pairs], [p[1] for p in pairs], points)
-
-
-def machine_info(runner: Runner) -> dict[str, Any]:
-    torch = runner.torch
-    info = {
-        "machine": machine_name(runner),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "python": sys.version.split()[0],
-        "numpy": np.__version__,
-        "torch": torch.__version__,
-        "device": str(runner.device),
-        "dtype": runner.dtype,
-        "free_memory": format_bytes(available_bytes(np.zeros(1))),
-        "cpu_model": cpu_model(),
-        "load_average": list(os.getloadavg()),  # 1, 5 and 15 minutes, when the run started
-    }
-    if runner.on_gpu:
-        info["gpu"] = torch.cuda.get_device_name(runner.device)
-    try:
-        import triton
-
-        info["triton"] = triton.__version__
-    except ImportError:
-        info["triton"] = None
-    return info
-
-
-def cpu_model() -> str:
-    """The processor's model name (Linux's /proc/cpuinfo), or what `platform` knows."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
-def busy_warning() -> str | None:
-    """A warning when the machine already runs other work (1-minute load average > cores / 2)."""
-    load, cores = os.getloadavg()[0], os.cpu_count() or 1
-    if load <= cores / 2:
-        return None
-    return (
-        f"warning: the machine is busy (load average {load:.2f} on {cores} cores): "
-        "timings are slower and noisier; compare the ratios measured side by side"
-    )
-
-
-def machine_name(runner: Runner) -> str:
-    if runner.on_gpu:
-        gpu = runner.torch.cuda.get_device_name(runner.device)
-        return "gpu-" + "".join(c if c.isalnum() else "-" for c in gpu.lower()).strip("-")
-    return f"cpu-{os.cpu_count()}core-{platform.machine()}"
-
-
 def run_suite(args: argparse.Namespace) -> dict[str, Any]:
     from tqdm import tqdm
 
     runner = Runner(args.device, args.dtype, args.repeats, args.min_seconds)
-    info = machine_info(runner)
+    info = machine_info(runner.device, runner.dtype)
     paths = [p for p in args.paths if runner.on_gpu or not PATHS[p].gpu_only]
     limits = {
         lib: runner.matmul_gflops(lib, args.matmul_size)
@@ -459,23 +325,6 @@ def rows(suite: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def exponents(table: list[dict[str, Any]], width: int) -> dict[str, dict[str, float | None]]:
-    """Fitted growth exponents of time and memory in L, per path, non-causal."""
-    fits: dict[str, dict[str, float | None]] = {}
-    for path in dict.fromkeys(r["path"] for r in table):
-        sel = [
-            r
-            for r in table
-            if r["path"] == path and r["width"] == width and not r["causal"] and r["status"] == "ok"
-        ]
-        lengths = [r["length"] for r in sel]
-        fits[path] = {
-            "time": fit_exponent(lengths, [r["median_s"] for r in sel]),
-            "memory": fit_exponent(lengths, [r["peak_mib_beyond_inputs"] for r in sel]),
-        }
-    return fits
-
-
 def plot(
     table: list[dict[str, Any]], fits: dict[str, Any], width: int, out: Path, title: str
 ) -> None:
@@ -518,9 +367,9 @@ def write(suite: dict[str, Any], out_root: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     table = rows(suite)
     width = min(suite["args"]["widths"])
-    fits = exponents(table, width)
+    fits = growth_exponents(table, width)
     payload = {
-        "command": _command(),
+        "command": command_line(),
         "info": suite["info"],
         "matmul_gflops": suite["matmul_gflops"],
         "growth_exponents": {"width": width, "causal": False, "fits": fits},
@@ -561,115 +410,7 @@ def summary(suite: dict[str, Any]) -> str:
         )
         lines.append(" ".join(cell(t, w) for t, (_, _, w, _) in zip(texts, columns, strict=True)))
     width = min(suite["args"]["widths"])
-    for path, fit in exponents(table, width).items():
+    for path, fit in growth_exponents(table, width).items():
         t, m = (None if x is None else round(x, 2) for x in (fit["time"], fit["memory"]))
         lines.append(f"growth exponent in L, {path} (E={width}): time {t}, memory {m}")
     return "\n".join(lines)
-
-
-def parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="python -m attention_lib.bench", description=__doc__.split("\n\n")[0]
-    )
-    p.add_argument("--quick", action="store_true", help=f"lengths {QUICK_LENGTHS}, width 64 only")
-    p.add_argument("--lengths", type=int, nargs="+", default=list(FULL_LENGTHS))
-    p.add_argument("--widths", type=int, nargs="+", default=[64, 128])
-    p.add_argument("--paths", nargs="+", default=list(PATHS), choices=list(PATHS))
-    p.add_argument("--batch-heads", type=int, default=8)
-    p.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
-    p.add_argument(
-        "--device", default=None, help="torch device (default: cuda if present, else cpu)"
-    )
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument(
-        "--min-seconds",
-        type=float,
-        default=0.5,
-        help="repeats stop once they add up to ten times this",
-    )
-    p.add_argument(
-        "--max-seconds",
-        type=float,
-        default=120.0,
-        help="a path slower than this skips longer lengths",
-    )
-    p.add_argument("--matmul-size", type=int, default=2048, help="n of the n x n x n baseline")
-    p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    ratios = p.add_argument_group("ratios (our torch tiled path against SDPA)")
-    ratios.add_argument("--ratios-only", action="store_true", help="skip the sweep")
-    ratios.add_argument("--no-ratios", action="store_true", help="skip the ratios")
-    ratios.add_argument("--ratio-lengths", type=int, nargs="+", default=[2048, 4096])
-    ratios.add_argument("--ratio-widths", type=int, nargs="+", default=[64, 128])
-    ratios.add_argument("--rounds", type=int, default=7, help="timings of each path per case")
-    ratios.add_argument(
-        "--memory-length", type=int, default=16384, help="L of the memory check (0: none)"
-    )
-    ratios.add_argument("--numpy-lengths", type=int, nargs="+", default=[1024, 2048])
-    ratios.add_argument("--no-load", action="store_true", help="skip the loaded measurements")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.lengths, args.widths = list(QUICK_LENGTHS), [64]
-        args.ratio_lengths, args.ratio_widths, args.rounds = [1024], [64], 3
-        args.memory_length, args.numpy_lengths = 4096, [512]
-    if args.device is None:
-        import torch
-
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
-    if args.dtype == "bfloat16":  # numpy has no bfloat16
-        args.paths = [x for x in args.paths if PATHS[x].library == "torch"]
-    return args
-
-
-def _device(argv: Sequence[str] | None) -> str:
-    """The --device asked for, or cuda when torch sees one, else cpu."""
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--device", default=None)
-    known, _ = pre.parse_known_args(argv)
-    if known.device is not None:
-        return str(known.device)
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """The CPU suite below, or on a CUDA device the GPU suite (`attention_lib.bench_gpu`)."""
-    if _device(argv).startswith("cuda"):
-        from . import bench_gpu
-
-        return bench_gpu.main(argv)
-    args = parse(argv)
-    if (warning := busy_warning()) is not None:
-        print(warning)
-    if not args.ratios_only:
-        suite = run_suite(args)
-        out = write(suite, args.out)
-        print(summary(suite))
-        print(f"wrote {out}/results.json, results.csv, time_vs_length.png, memory_vs_length.png")
-    if not args.no_ratios:
-        from . import bench_ratios
-
-        result = bench_ratios.run_ratios(
-            args.ratio_lengths,
-            args.ratio_widths,
-            args.rounds,
-            args.memory_length,
-            args.numpy_lengths,
-            loaded=not args.no_load,
-        )
-        runner = Runner(args.device, args.dtype, args.repeats, args.min_seconds)
-        out = args.out / machine_name(runner)
-        out.mkdir(parents=True, exist_ok=True)
-        payload = {"command": _command(), "info": machine_info(runner), **result}
-        (out / "ratios.json").write_text(json.dumps(payload, indent=2) + "\n")
-        print(bench_ratios.format_ratios(result))
-        print(f"wrote {out}/ratios.json")
-    return 0
-
-
-def _command() -> str:
-    return "python -m attention_lib.bench " + " ".join(sys.argv[1:])
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

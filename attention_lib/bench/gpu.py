@@ -4,6 +4,9 @@
     python -m attention_lib.bench --quick           # L 1024 and 4096 only
     python -m attention_lib.bench --tune            # every tile candidate, each kernel alone
 
+(the command line is `attention_lib.bench.cli`; ``make gpu-check`` runs this
+sweep after the kernels' correctness checks, scripts/gpu_check.py).
+
 Shapes follow FlashAttention-2's benchmark: B·L = 16384 tokens and H·E = 2048
 (so B = 16384 / L sequences of H = 2048 / E heads), q, k and v (B, H, L, E)
 in float16 or bfloat16, standard-normal. Paths, each timed by
@@ -23,40 +26,61 @@ of 2·L·S·E each), halved when causal; forward plus backward is 3.5 times
 that (the backward pass is counted as 2.5 forward passes, its recomputation
 of the scores not counted). TFLOP/s = FLOPs / median time.
 
-Every row also records the tiles our kernels ran (`triton_configs`). The
-memory row measures item 3 of the kernel issue: the bytes allocated beyond
-the inputs by one forward call through `flash_attention` at B = 1, H = 16,
-L = 65536, E = 128, bfloat16, causal, against the output plus the
-row statistics the backward pass needs (two float32 per row: the row's
-maximum and log2 of its total, `triton_forward`). Results go to
+Every row also records the tiles our kernels ran
+(`attention_lib.flash.triton.configs`). The memory row checks that the
+forward pass holds no score matrix: the bytes allocated beyond the inputs by
+one forward call through `flash_attention` at B = 1, H = 16, L = 65536,
+E = 128, bfloat16, causal, against the output plus the row statistics the
+backward pass needs (two float32 per row: the row's maximum and log2 of its
+total, `attention_lib.flash.triton.forward`), with 5% to spare. The
+targets (`TARGETS`) are the throughput ratios the kernels were built to
+reach, each checked on the rows measured side by side in the run. Results go to
 ``benchmarks/results/gpu-<device>/`` as gpu_results.json, gpu_results.csv
 and gpu_tflops.png.
 
-Importing this module imports nothing heavy; torch and triton load in `main`.
+Importing this module imports nothing heavy; torch and triton load in `run`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
-import platform
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .machine import CudaPeak, MiB, command_line, gpu_info
+
 __all__ = [
+    "DTYPES",
+    "HIDDEN",
+    "LENGTHS",
+    "MEMORY_SHAPE",
+    "MODES",
+    "OURS",
+    "PATHS",
+    "QUICK_LENGTHS",
+    "SDPA",
     "TARGETS",
+    "TOKENS",
+    "WIDTHS",
     "GpuCase",
+    "GpuResult",
     "Target",
+    "cases",
     "evaluate_targets",
     "fa2_shape",
-    "main",
-    "parse",
+    "plot",
     "ratios",
+    "run",
     "summary",
+    "targets_table",
+    "tune",
+    "tune_winners",
+    "tuning_table",
     "write",
 ]
 
@@ -72,7 +96,6 @@ SDPA = {"sdpa flash": "FLASH_ATTENTION", "sdpa cudnn": "CUDNN_ATTENTION",
         "sdpa efficient": "EFFICIENT_ATTENTION"}  # fmt: skip
 PATHS = (*OURS, *SDPA)
 MEMORY_SHAPE = dict(batch=1, heads=16, length=65536, width=128, dtype="bfloat16", causal=True)
-MiB = 1024 * 1024
 
 
 def fa2_shape(
@@ -155,7 +178,7 @@ class GpuResult:
         }
 
 
-# --- targets (the kernel issue's, measured side by side in one run) -------------------
+# --- targets: the ratios the kernels aim at, each read from one run's side-by-side rows --
 
 
 @dataclass(frozen=True)
@@ -235,8 +258,8 @@ class _Runner:
         import triton.testing
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        from .flash import flash_attention
-        from .flash import triton_kernels as tk
+        from ..flash import flash_attention
+        from ..flash.triton import launch as tk
 
         self.torch, self.F, self.tk = torch, F, tk
         self.flash_attention = flash_attention
@@ -298,17 +321,15 @@ class _Runner:
         context = (
             self.sdpa_kernel(getattr(self.backends, SDPA[case.path]))
             if case.path in SDPA
-            else _nothing()
+            else contextlib.nullcontext()
         )
         try:
             with context, torch.set_grad_enabled(grad):
                 try:
-                    torch.cuda.synchronize()
-                    torch.cuda.reset_peak_memory_stats()
-                    base = torch.cuda.memory_allocated()
+                    memory = CudaPeak(torch)
+                    memory.reset()
                     fn()  # the memory run, also the first warm-up (and the JIT compile)
-                    torch.cuda.synchronize()
-                    peak = (torch.cuda.max_memory_allocated() - base) / MiB
+                    peak = memory.peak_beyond_base_mib()
                 except RuntimeError as err:
                     if case.path in SDPA:  # this machine or shape lacks the backend
                         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
@@ -329,19 +350,18 @@ class _Runner:
         return GpuResult(case, "ok", float(ms), peak_mib, tiles=tiles)
 
     def memory(self) -> dict[str, Any]:
-        """Item 3's figure: bytes beyond the inputs of one forward call through flash_attention."""
+        """`MEMORY_SHAPE`'s figure: bytes beyond the inputs of one forward call through
+        flash_attention, against the output and row statistics (+5%)."""
         torch = self.torch
         s = MEMORY_SHAPE
         shape = (s["batch"], s["heads"], s["length"], s["width"])  # (B, H, L, E)
         dtype = getattr(torch, s["dtype"])
         q, k, v = (torch.randn(shape, device=self.device, dtype=dtype) for _ in range(3))
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
+        memory = CudaPeak(torch)
+        memory.reset()
         with torch.no_grad():
             out = self.flash_attention(q, k, v, is_causal=s["causal"])
-        torch.cuda.synchronize()
-        beyond = torch.cuda.max_memory_allocated() - base
+        beyond = memory.peak_beyond_base_bytes()
         output = out.numel() * out.element_size()
         lse = s["batch"] * s["heads"] * s["length"] * 8  # two float32 per row
         return {
@@ -354,17 +374,9 @@ class _Runner:
         }
 
 
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
-
-
 def _tune_shape(runner: _Runner, case: GpuCase) -> list[dict[str, Any]]:
     """Every tile candidate of each kernel, timed alone at one shape."""
-    from .flash.triton_configs import candidates, padded
+    from ..flash.triton.configs import candidates, padded
 
     torch, tk = runner.torch, runner.tk
     q, k, v, do = (x.detach() for x in runner.inputs(case, False))  # (B, H, L, E)
@@ -409,7 +421,7 @@ def tune(
 
 def tune_winners(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The fastest tile per (kernel, dtype, E, causal, L), and whether the table leads with it."""
-    from .flash.triton_configs import Tile, choose, padded
+    from ..flash.triton.configs import Tile, choose, padded
 
     best: dict[tuple, dict[str, Any]] = {}
     for r in rows:
@@ -427,32 +439,6 @@ def tune_winners(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 # --- output ----------------------------------------------------------------------------
-
-
-def machine_name(device_name: str) -> str:
-    """``gpu-`` and the device's name in lower case, runs of other characters as one dash."""
-    words = "".join(c if c.isalnum() else " " for c in device_name.lower()).split()
-    return "gpu-" + "-".join(words)
-
-
-def machine_info(device: Any) -> dict[str, Any]:
-    import torch
-    import triton
-
-    props = torch.cuda.get_device_properties(device)
-    return {
-        "machine": machine_name(props.name),
-        "gpu": props.name,
-        "multiprocessors": props.multi_processor_count,
-        "memory_gib": round(props.total_memory / 2**30, 1),
-        "compute_capability": f"{props.major}.{props.minor}",
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(),
-        "triton": triton.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-    }
 
 
 def write(payload: dict[str, Any], out_root: Path) -> Path:
@@ -599,49 +585,17 @@ def tuning_table(winners: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-# --- command line ----------------------------------------------------------------------
-
-
-def parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="python -m attention_lib.bench",
-        description="The GPU benchmark (on a CUDA device): " + __doc__.split("\n\n")[0],
-    )
-    p.add_argument("--device", default="cuda", help="a CUDA device (default: cuda)")
-    p.add_argument("--quick", action="store_true", help=f"lengths {QUICK_LENGTHS} only")
-    p.add_argument("--lengths", type=int, nargs="+", default=list(LENGTHS))
-    p.add_argument("--widths", type=int, nargs="+", default=list(WIDTHS))
-    p.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=list(DTYPES))
-    p.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
-    p.add_argument("--paths", nargs="+", default=list(PATHS), choices=list(PATHS))
-    p.add_argument("--warmup-ms", type=int, default=25, help="do_bench's warm-up, in ms")
-    p.add_argument("--rep-ms", type=int, default=100, help="do_bench's timed repeats, in ms")
-    p.add_argument("--no-memory", action="store_true", help="skip the L = 65536 memory figure")
-    p.add_argument(
-        "--tune", action="store_true", help="time each kernel's tile candidates (default L 4096)"
-    )
-    p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    args = p.parse_args(argv)
-    if args.quick:
-        args.lengths = list(QUICK_LENGTHS)
-    if args.tune and "--lengths" not in (argv or sys.argv[1:]):
-        args.lengths = [4096]
-    for length in args.lengths:
-        for width in args.widths:
-            try:
-                fa2_shape(length, width)
-            except ValueError as err:
-                p.error(str(err))
-    return args
+# --- the run ---------------------------------------------------------------------------
 
 
 def run(
     args: argparse.Namespace, command: str | None = None, echo: Callable[[str], None] = print
 ) -> dict[str, Any]:
-    """Measure what ``args`` asks for on the CUDA device; the payload `write` stores.
+    """Measure what ``args`` (`attention_lib.bench.cli.parse_gpu`) asks for on the CUDA device;
+    the payload `write` stores.
 
     ``command`` is recorded as the command that produced it (default: this
-    module's command line).
+    process's command line). Raises RuntimeError where no CUDA device is visible.
     """
     import torch
 
@@ -653,9 +607,9 @@ def run(
     from tqdm import tqdm
 
     runner = _Runner(args.device, args.warmup_ms, args.rep_ms)
-    info = machine_info(runner.device)
+    info = gpu_info(runner.device)
     payload: dict[str, Any] = {
-        "command": command or "python -m attention_lib.bench " + " ".join(sys.argv[1:]),
+        "command": command or command_line(),
         "info": info,
         "flops": "FlashAttention-2's count: forward 4·B·H·L·S·E, halved when causal; "
         "forward+backward 3.5 times the forward",
@@ -676,13 +630,3 @@ def run(
     if not args.no_memory:
         payload["memory"] = runner.memory()
     return payload
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse(argv)
-    payload = run(args)
-    out = write(payload, args.out)
-    if payload["results"]:
-        print(summary(payload))
-    print(f"wrote {out}/")
-    return 0

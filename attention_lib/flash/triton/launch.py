@@ -1,9 +1,10 @@
 """The Triton path: launchers for the forward and backward kernels, and its autograd Function.
 
-    triton_configs   the tile table (which tile each kernel runs)
-    triton_forward   the forward kernel             (output and log-sum-exp)
-    triton_backward  the backward kernels           (δ, then dK and dV, then dQ)
-    triton_kernels   this module: launches them on (B, H, length, width) tensors
+    configs    the tile table (which tile each kernel runs)
+    forward    the forward kernel             (output and row statistics)
+    backward   the backward kernels           (δ, then dK and dV, then dQ)
+    common     what the kernels share         (masked loads, rounding, the causal range)
+    launch     this module: launches them on (B, H, length, width) tensors
 
 Tensors reach the kernels as they are: any strides (transposed layouts,
 slices, broadcast dimensions of stride 0), 16-bit inputs in their own dtype,
@@ -36,16 +37,16 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from ..backend import prod
-from .triton_backward import attention_delta, attention_dkdv, attention_dq
-from .triton_common import INTERPRETED
-from .triton_configs import DELTA_TILE, MAX_HEAD_DIM, Tile, choose, padded
-from .triton_forward import attention_forward
+from ...backend import prod
+from .backward import attention_delta, attention_dkdv, attention_dq
+from .common import INTERPRETED as INTERPRETED  # re-exported: the tests ask
+from .configs import DELTA_TILE, MAX_HEAD_DIM, Tile, choose, padded
+from .forward import attention_forward
 
 __all__ = [
     "INTERPRETED",
-    "MAX_HEAD_DIM",
     "Launch",
+    "Layout",
     "TritonAttention",
     "delta_launch",
     "dkdv_launch",
@@ -53,14 +54,14 @@ __all__ = [
     "flash_backward",
     "flash_forward",
     "forward_launch",
-    "refusal",
+    "plan",
     "tile_for",
     "triton_attention",
 ]
 
-LOG2E = math.log2(math.e)  # host side: folded into the scale once per call
-DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
-MAX_GRID_YZ = 65535  # CUDA's limit on a grid's second and third dimensions
+_LOG2E = math.log2(math.e)  # host side: folded into the scale once per call
+_DTYPES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
+_MAX_GRID_YZ = 65535  # CUDA's limit on a grid's second and third dimensions
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def tile_for(
     looks its tile up in a dictionary, not the table.
     """
     head_dim = padded(max(width, width_v))
-    tile = choose(kernel, head_dim, DTYPES[dtype], bool(is_causal))
+    tile = choose(kernel, head_dim, _DTYPES[dtype], bool(is_causal))
     if block_q is None and block_k is None:
         return tile
     return Tile(
@@ -194,7 +195,7 @@ def forward_launch(
         attention_forward,
         (_cdiv(length_q, tile.block_m), heads, batch),
         (query, key, value, out, stats[0], stats[1]),
-        (heads // heads_kv, length_q, length_k, scale * LOG2E),
+        (heads // heads_kv, length_q, length_k, scale * _LOG2E),
         is_causal,
         tile,
     )
@@ -233,7 +234,7 @@ def dkdv_launch(
         attention_dkdv,
         (_cdiv(length_k, tile.block_n), heads_kv, batch),
         (query, key, value, grad_out, stats[0], stats[1], delta, dkey, dvalue),
-        (heads, heads // heads_kv, length_q, length_k, scale, scale * LOG2E),
+        (heads, heads // heads_kv, length_q, length_k, scale, scale * _LOG2E),
         is_causal,
         tile,
     )
@@ -258,7 +259,7 @@ def dq_launch(
         attention_dq,
         (_cdiv(length_q, tile.block_m), heads, batch),
         (query, key, value, grad_out, stats[0], stats[1], delta, dquery),
-        (heads // heads_kv, length_q, length_k, scale, scale * LOG2E),
+        (heads // heads_kv, length_q, length_k, scale, scale * _LOG2E),
         is_causal,
         tile,
     )
@@ -281,7 +282,7 @@ def flash_forward(
     units (of 2^(score·log2 e)): stats[0] each row's largest score m,
     stats[1] log2 of the row's sum of 2^(score - m); their sum is the
     row's log-sum-exp (the natural one times log2 e). Where there are no
-    keys (S = 0, where the output is 0) m is +inf. No checks: `refusal`
+    keys (S = 0, where the output is 0) m is +inf. No checks: `plan`
     does them.
     """
     batch, heads, length_q, width = query.shape
@@ -342,7 +343,7 @@ def flash_backward(
 
 
 @dataclass(frozen=True)
-class _Layout:
+class Layout:
     """How a call's tensors become (B, h, length, width) launches.
 
     ``outer`` are the batch dimensions before the heads, ``heads`` the query
@@ -366,7 +367,7 @@ class _Layout:
         dimensions merge into one B as a view, else one per entry of all but the last
         (index None for the one launch, else the entry's index tuple)."""
         try:  # merging the leading dimensions is a view for most strides
-            if prod(self.outer) > MAX_GRID_YZ:
+            if prod(self.outer) > _MAX_GRID_YZ:
                 raise RuntimeError("more batch entries than one launch takes")
             return [(None, tuple(x.view(prod(self.outer), *x.shape[-3:]) for x in views))]
         except RuntimeError:  # they broadcast apart
@@ -386,7 +387,7 @@ def _summed(grad: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return wide.sum_to_size(like.shape).to(like.dtype)
 
 
-def _forward_all(layout: _Layout, inputs: tuple[Any, ...], config: tuple) -> tuple[Any, list]:
+def _forward_all(layout: Layout, inputs: tuple[Any, ...], config: tuple) -> tuple[Any, list]:
     """The forward kernel on every launch: out (*outer, H, L, Ev) and each launch's (out, stats)."""
     runs = []
     for _, (q, k, v) in layout.launches(*layout.views(*inputs)):
@@ -401,7 +402,7 @@ class TritonAttention(torch.autograd.Function):
 
     ``apply(query, key, value, layout, is_causal, scale, block_q, block_k)``:
     query (..., L, E), key (..., S, E), value (..., S, Ev) as given, read
-    through `_Layout` views; returns out (*outer, H, L, Ev). Saves the
+    through `Layout` views; returns out (*outer, H, L, Ev). Saves the
     inputs (no copies), the outputs and row statistics of each launch. The
     gradient of an input each launch reads unbroadcast is the kernels'
     own, in its dtype; one read through a broadcast (stride 0) gets float32
@@ -415,7 +416,7 @@ class TritonAttention(torch.autograd.Function):
         query: torch.Tensor,
         key: torch.Tensor,
         value: torch.Tensor,
-        layout: _Layout,
+        layout: Layout,
         is_causal: bool,
         scale: float,
         block_q: int | None,
@@ -481,8 +482,9 @@ def _kv_heads(spec: Any, heads: int) -> tuple[int, int, int] | None:
     return h_k, h_v, max(h_k, h_v)
 
 
-def refusal(spec: Any, block_q: int | None, block_k: int | None) -> Exception | None:
-    """Why the kernels cannot run this validated call (an exception to raise), or None.
+def plan(spec: Any, block_q: int | None, block_k: int | None) -> Layout | Exception:
+    """How the kernels run this validated call (the launches' `Layout`), or why they cannot
+    (an exception to raise). Decided once: `triton_attention` runs the layout as given.
 
     ``spec`` is `attention_lib.inputs.AttentionSpec`: the caller's own
     tensors and the sizes they imply. RuntimeError when this process cannot
@@ -502,7 +504,7 @@ def refusal(spec: Any, block_q: int | None, block_k: int | None) -> Exception | 
             "backend='triton' does not take attn_mask (only is_causal); "
             "use backend='tiled' or 'auto' for masks"
         )
-    if spec.out_dtype not in DTYPES:
+    if spec.out_dtype not in _DTYPES:
         return ValueError(
             f"backend='triton' takes float16, bfloat16 or float32, got {spec.out_dtype}"
         )
@@ -518,17 +520,18 @@ def refusal(spec: Any, block_q: int | None, block_k: int | None) -> Exception | 
             )
     batch = tuple(spec.batch)
     heads = batch[-1] if batch else 1
-    if _kv_heads(spec, heads) is None:
+    kv_heads = _kv_heads(spec, heads)
+    if kv_heads is None:
         return ValueError(
             "backend='triton' reads key and value heads with one group size, got "
             f"{spec.heads_k} key and {spec.heads_v} value heads; use backend='tiled'"
         )
-    if heads > MAX_GRID_YZ or (batch[-2] if len(batch) > 1 else 1) > MAX_GRID_YZ:
+    if heads > _MAX_GRID_YZ or (batch[-2] if len(batch) > 1 else 1) > _MAX_GRID_YZ:
         return ValueError(
-            f"backend='triton' launches at most {MAX_GRID_YZ} heads and {MAX_GRID_YZ} batch "
+            f"backend='triton' launches at most {_MAX_GRID_YZ} heads and {_MAX_GRID_YZ} batch "
             f"entries per launch, got batch dimensions {batch}"
         )
-    return None
+    return Layout(batch[:-1], heads, kv_heads[2])
 
 
 def _as_heads(x: torch.Tensor, outer: tuple[int, ...], heads: int) -> torch.Tensor:
@@ -537,8 +540,11 @@ def _as_heads(x: torch.Tensor, outer: tuple[int, ...], heads: int) -> torch.Tens
     return x.expand(*outer, heads, *x.shape[-2:])
 
 
-def triton_attention(spec: Any, block_q: int | None, block_k: int | None) -> torch.Tensor:
-    """The Triton path for a call `refusal` accepted: output (*batch, L, Ev) in the query's dtype.
+def triton_attention(
+    spec: Any, layout: Layout, block_q: int | None, block_k: int | None
+) -> torch.Tensor:
+    """The Triton path for a call `plan` accepted, run as its ``layout`` says: output
+    (*batch, L, Ev) in the query's dtype.
 
     Reads the caller's own tensors: 16-bit inputs as they are, any strides,
     as (B, H, length, width) views, H the last batch dimension and B the
@@ -553,17 +559,13 @@ def triton_attention(spec: Any, block_q: int | None, block_k: int | None) -> tor
     Without autograd (no input requires grad, or grad mode is off) the
     forward kernel runs alone.
     """
-    batch = tuple(spec.batch)
-    heads = batch[-1] if batch else 1
-    _, _, heads_kv = _kv_heads(spec, heads)  # type: ignore[misc]
-    layout = _Layout(batch[:-1], heads, heads_kv)
     inputs = (spec.query, spec.key, spec.value)
     config = (spec.is_causal, spec.scale, block_q, block_k)
     if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
         out = TritonAttention.apply(*inputs, layout, *config)  # (*outer, H, L, Ev)
     else:
         out = _forward_all(layout, inputs, config)[0]  # (*outer, H, L, Ev)
-    return out.view(*batch, spec.length_q, spec.width_v)  # (..., L, Ev)
+    return out.view(*spec.batch, spec.length_q, spec.width_v)  # (..., L, Ev)
 
 
 def _product(ranges: list[range]) -> list[tuple[int, ...]]:

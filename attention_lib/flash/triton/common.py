@@ -1,4 +1,4 @@
-"""Pieces the Triton kernels share: constants, masked loads, dtype handling.
+"""Pieces the Triton kernels share: masked loads, dtype handling, the causal key range.
 
 A kernel may read a module-level constant only if it is a
 ``tl.constexpr(...)``: the GPU compiler refuses a plain Python global
@@ -17,7 +17,29 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-__all__ = ["INTERPRETED", "load_tile", "operand", "rounded", "seen_dot", "store_tile"]
+__all__ = ["INTERPRETED", "key_range", "load_tile", "operand", "rounded", "seen_dot", "store_tile"]
+
+
+@triton.jit
+def key_range(
+    block, length_k, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr
+):
+    """(inner, stop): the keys query rows [block·BLOCK_M, (block + 1)·BLOCK_M) read.
+
+    Key tiles starting before ``inner`` need no mask; those from ``inner`` to
+    ``stop`` may cross the causal diagonal or the end of the keys. Causal
+    (top-left, as PyTorch's ``is_causal``): a row sees keys up to its own
+    index, so the block sees none from (block + 1)·BLOCK_M on and every key
+    before block·BLOCK_M. The forward and dQ kernels walk the same range.
+    """
+    if IS_CAUSAL:
+        stop = tl.minimum(length_k, (block + 1) * BLOCK_M)
+        below = tl.minimum(stop, block * BLOCK_M)
+    else:
+        stop = length_k
+        below = length_k
+    inner = below // BLOCK_N * BLOCK_N  # key tiles before this need no mask
+    return inner, stop
 
 
 @triton.jit

@@ -48,7 +48,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .triton_common import load_tile, operand, rounded, seen_dot
+from .common import key_range, load_tile, operand, rounded, seen_dot
 
 __all__ = ["attention_forward"]
 
@@ -147,24 +147,18 @@ def attention_forward(
     total = tl.zeros((BLOCK_M,), tl.float32)  # (BLOCK_M,)
     acc = tl.zeros((BLOCK_M, HEAD_DIM_V), tl.float32)  # (BLOCK_M, HEAD_DIM_V)
 
-    if IS_CAUSAL:
-        # rows [r0, r0 + BLOCK_M) see keys up to their own index: none from r0 + BLOCK_M on,
-        # every key before r0
-        stop = tl.minimum(length_k, (block + 1) * BLOCK_M)
-        below = tl.minimum(stop, block * BLOCK_M)
-    else:
-        stop = length_k
-        below = length_k
-    inner = below // BLOCK_N * BLOCK_N  # key tiles before this need no mask
+    inner, stop = key_range(block, length_k, BLOCK_M, BLOCK_N, IS_CAUSAL)
     acc, total, m = _visit_key_tiles(
         acc, total, m, q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
         rows, 0, inner, length_k, qk_scale,
-        E, EV, HEAD_DIM, HEAD_DIM_V, BLOCK_N, False, IS_CAUSAL, PRECISION, WIDEN,
+        E=E, EV=EV, HEAD_DIM=HEAD_DIM, HEAD_DIM_V=HEAD_DIM_V, BLOCK_N=BLOCK_N,
+        EDGE=False, IS_CAUSAL=IS_CAUSAL, PRECISION=PRECISION, WIDEN=WIDEN,
     )  # fmt: skip
     acc, total, m = _visit_key_tiles(
         acc, total, m, q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
         rows, inner, stop, length_k, qk_scale,
-        E, EV, HEAD_DIM, HEAD_DIM_V, BLOCK_N, True, IS_CAUSAL, PRECISION, WIDEN,
+        E=E, EV=EV, HEAD_DIM=HEAD_DIM, HEAD_DIM_V=HEAD_DIM_V, BLOCK_N=BLOCK_N,
+        EDGE=True, IS_CAUSAL=IS_CAUSAL, PRECISION=PRECISION, WIDEN=WIDEN,
     )  # fmt: skip
 
     empty = total == 0.0  # (BLOCK_M,): no key at all (S = 0 is not launched; kept for safety)

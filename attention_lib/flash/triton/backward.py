@@ -2,7 +2,7 @@
 
 From the forward pass's output O and its per-row maximum m and log2 of the
 row total (log2 units, kept apart so they do not cancel: see
-`attention_lib.flash.triton_forward`), the weights of any tile are
+`attention_lib.flash.triton.forward`), the weights of any tile are
 recomputed, never stored: ``P = 2^((S·log2 e - m) - log2 total)`` (Dao,
 FlashAttention-2, arXiv:2307.08691, algorithm 2, with the log-sum-exp
 split in two). With δ = rowsum(dO ∘ O) and S = scale · Q Kᵀ:
@@ -42,7 +42,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .triton_common import load_tile, operand, rounded, seen_dot, store_tile
+from .common import key_range, load_tile, operand, rounded, seen_dot, store_tile
 
 __all__ = ["attention_delta", "attention_dkdv", "attention_dq"]
 
@@ -198,19 +198,22 @@ def attention_dkdv(
                 dk, dv, k, v, Qh, DOh, RowMax_h, LogTotal_h, Delta_h,
                 stride_qm, stride_qd, stride_gm, stride_gd,
                 cols, start, diagonal, length_q, qk_scale,
-                E, EV, HEAD_DIM, HEAD_DIM_V, BLOCK_M, True, IS_CAUSAL, PRECISION, WIDEN,
+                E=E, EV=EV, HEAD_DIM=HEAD_DIM, HEAD_DIM_V=HEAD_DIM_V, BLOCK_M=BLOCK_M,
+                EDGE=True, IS_CAUSAL=IS_CAUSAL, PRECISION=PRECISION, WIDEN=WIDEN,
             )  # fmt: skip
         dk, dv = _dkdv_rows(
             dk, dv, k, v, Qh, DOh, RowMax_h, LogTotal_h, Delta_h,
             stride_qm, stride_qd, stride_gm, stride_gd,
             cols, tl.maximum(start, diagonal), inner, length_q, qk_scale,
-            E, EV, HEAD_DIM, HEAD_DIM_V, BLOCK_M, False, IS_CAUSAL, PRECISION, WIDEN,
+            E=E, EV=EV, HEAD_DIM=HEAD_DIM, HEAD_DIM_V=HEAD_DIM_V, BLOCK_M=BLOCK_M,
+            EDGE=False, IS_CAUSAL=IS_CAUSAL, PRECISION=PRECISION, WIDEN=WIDEN,
         )  # fmt: skip
         dk, dv = _dkdv_rows(
             dk, dv, k, v, Qh, DOh, RowMax_h, LogTotal_h, Delta_h,
             stride_qm, stride_qd, stride_gm, stride_gd,
             cols, tl.maximum(start, inner), length_q, length_q, qk_scale,
-            E, EV, HEAD_DIM, HEAD_DIM_V, BLOCK_M, True, IS_CAUSAL, PRECISION, WIDEN,
+            E=E, EV=EV, HEAD_DIM=HEAD_DIM, HEAD_DIM_V=HEAD_DIM_V, BLOCK_M=BLOCK_M,
+            EDGE=True, IS_CAUSAL=IS_CAUSAL, PRECISION=PRECISION, WIDEN=WIDEN,
         )  # fmt: skip
 
     dk = dk * scale  # (BLOCK_N, HEAD_DIM)
@@ -316,22 +319,18 @@ def attention_dq(
 
     K += b * stride_kb + h_kv * stride_kh
     V += b * stride_vb + h_kv * stride_vh
-    if IS_CAUSAL:
-        stop = tl.minimum(length_k, (block + 1) * BLOCK_M)
-        below = tl.minimum(stop, block * BLOCK_M)
-    else:
-        stop = length_k
-        below = length_k
-    inner = below // BLOCK_N * BLOCK_N  # key tiles before this need no mask
+    inner, stop = key_range(block, length_k, BLOCK_M, BLOCK_N, IS_CAUSAL)
     dq = _dq_keys(
         dq, q, do, row_max, log_total, delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
         rows, 0, inner, length_k, qk_scale,
-        E, EV, HEAD_DIM, HEAD_DIM_V, BLOCK_N, False, IS_CAUSAL, PRECISION, WIDEN,
+        E=E, EV=EV, HEAD_DIM=HEAD_DIM, HEAD_DIM_V=HEAD_DIM_V, BLOCK_N=BLOCK_N,
+        EDGE=False, IS_CAUSAL=IS_CAUSAL, PRECISION=PRECISION, WIDEN=WIDEN,
     )  # fmt: skip
     dq = _dq_keys(
         dq, q, do, row_max, log_total, delta, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
         rows, inner, stop, length_k, qk_scale,
-        E, EV, HEAD_DIM, HEAD_DIM_V, BLOCK_N, True, IS_CAUSAL, PRECISION, WIDEN,
+        E=E, EV=EV, HEAD_DIM=HEAD_DIM, HEAD_DIM_V=HEAD_DIM_V, BLOCK_N=BLOCK_N,
+        EDGE=True, IS_CAUSAL=IS_CAUSAL, PRECISION=PRECISION, WIDEN=WIDEN,
     )  # fmt: skip
     dq = dq * scale  # (BLOCK_M, HEAD_DIM)
     store_tile(

@@ -1,0 +1,213 @@
+"""What a benchmark run records of itself and its machine, and how it reads a peak memory.
+
+Every results file carries the command that wrote it (`command_line`) and
+an ``info`` record of the machine it was measured on: `machine_info` for the
+CPU sweep and the ratios (processor, cores, torch threads, versions, free
+memory, and the load average when the run started: these machines are
+shared), `gpu_info` for the GPU sweep (the device, its
+compute capability, CUDA, cuDNN and Triton). `machine_name` is the folder
+under ``benchmarks/results/`` a run writes to.
+
+`HostPeak` reads one call's peak resident memory on the CPU (Linux's
+high-water mark, with glibc's allocator made to show every block);
+`CudaPeak` one call's peak allocation on a CUDA device.
+
+Importing this module imports numpy only; torch and triton load when a
+record of them is taken.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..memory import available_bytes, format_bytes
+
+__all__ = [
+    "CudaPeak",
+    "HostPeak",
+    "MiB",
+    "busy_warning",
+    "command_line",
+    "cpu_model",
+    "gpu_info",
+    "gpu_machine_name",
+    "machine_info",
+    "machine_name",
+]
+
+MiB = 1024 * 1024
+
+
+def command_line() -> str:
+    """The command this process runs, as a results file records it."""
+    return "python -m attention_lib.bench " + " ".join(sys.argv[1:])
+
+
+def cpu_model() -> str:
+    """The processor's model name (Linux's /proc/cpuinfo), or what `platform` knows."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def busy_warning() -> str | None:
+    """A warning when the machine already runs other work (1-minute load average > cores / 2)."""
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load <= cores / 2:
+        return None
+    return (
+        f"warning: the machine is busy (load average {load:.2f} on {cores} cores): "
+        "timings are slower and noisier; compare the ratios measured side by side"
+    )
+
+
+def gpu_machine_name(device_name: str) -> str:
+    """``gpu-`` and the device's name in lower case, runs of other characters as one dash."""
+    words = "".join(c if c.isalnum() else " " for c in device_name.lower()).split()
+    return "gpu-" + "-".join(words)
+
+
+def machine_name(device: Any) -> str:
+    """The results folder of a run on ``device`` (a torch device or its name).
+
+    ``cpu-<cores>core-<architecture>`` on the CPU; on a CUDA device
+    `gpu_machine_name` of the device's name (torch is imported then).
+    """
+    if str(device).startswith("cuda"):
+        import torch
+
+        return gpu_machine_name(torch.cuda.get_device_name(device))
+    return f"cpu-{os.cpu_count()}core-{platform.machine()}"
+
+
+def machine_info(device: Any = "cpu", dtype: str = "float32") -> dict[str, Any]:
+    """The machine a CPU run measures on, taken when called (so: call it as the run starts).
+
+    ``device`` and ``dtype`` are the run's; the record holds the processor,
+    core count, torch's thread count, the library versions, the free memory
+    and the 1-, 5- and 15-minute load averages (a shared machine's timings
+    are read against them). Imports torch.
+    """
+    import torch
+
+    info = {
+        "machine": machine_name(device),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "device": str(device),
+        "dtype": dtype,
+        "free_memory": format_bytes(available_bytes(np.zeros(1))),
+        "cpu_model": cpu_model(),
+        "load_average": list(os.getloadavg()),  # 1, 5 and 15 minutes, when the run started
+    }
+    if str(device).startswith("cuda"):
+        info["gpu"] = torch.cuda.get_device_name(device)
+    try:
+        import triton
+
+        info["triton"] = triton.__version__
+    except ImportError:
+        info["triton"] = None
+    return info
+
+
+def gpu_info(device: Any) -> dict[str, Any]:
+    """The CUDA device a GPU run measures on: its name, size and the software stack."""
+    import torch
+    import triton
+
+    props = torch.cuda.get_device_properties(device)
+    return {
+        "machine": gpu_machine_name(props.name),
+        "gpu": props.name,
+        "multiprocessors": props.multi_processor_count,
+        "memory_gib": round(props.total_memory / 2**30, 1),
+        "compute_capability": f"{props.major}.{props.minor}",
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "triton": triton.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+class HostPeak:
+    """Peak resident memory of this process during one run, via Linux's VmHWM.
+
+    glibc keeps freed blocks below its mmap threshold (up to 32 MiB) for reuse,
+    so a run's temporaries could land in memory that is already resident and
+    never show in the high-water mark. For the measured run we lower the
+    threshold to 64 KiB, so every sizeable block is fresh memory, and restore
+    a large one for the timed runs, so they keep their fast reuse. Elsewhere
+    than Linux with glibc it cannot read a peak (`peak_beyond_base_mib` is None).
+    """
+
+    M_TRIM_THRESHOLD = -1  # mallopt parameter numbers, from glibc's malloc.h
+    M_MMAP_THRESHOLD = -3
+
+    def __init__(self) -> None:
+        import ctypes
+        import ctypes.util
+
+        self.libc = None
+        if Path("/proc/self/clear_refs").exists() and platform.libc_ver()[0] == "glibc":
+            self.libc = ctypes.CDLL(ctypes.util.find_library("c"))
+
+    @staticmethod
+    def _status_kib(key: str) -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+        raise KeyError(key)
+
+    def reset(self) -> None:
+        if self.libc is None:
+            return
+        self.libc.mallopt(self.M_MMAP_THRESHOLD, 64 * 1024)
+        self.libc.malloc_trim(0)  # hand freed heap memory back first
+        Path("/proc/self/clear_refs").write_text("5")  # resets the high-water mark
+        self.base = self._status_kib("VmRSS")
+
+    def peak_beyond_base_mib(self) -> float | None:
+        if self.libc is None:
+            return None  # no way to read a per-run peak here
+        peak = (self._status_kib("VmHWM") - self.base) / 1024
+        # back to the steady state glibc's dynamic threshold reaches on its own:
+        # blocks up to 32 MiB reused from the heap, trimmed only beyond 64 MiB
+        self.libc.mallopt(self.M_MMAP_THRESHOLD, 32 * MiB)
+        self.libc.mallopt(self.M_TRIM_THRESHOLD, 64 * MiB)
+        return peak
+
+
+class CudaPeak:
+    """Peak memory allocated on the CUDA device during one run, beyond what it held before."""
+
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+
+    def reset(self) -> None:
+        self.torch.cuda.synchronize()
+        self.torch.cuda.reset_peak_memory_stats()
+        self.base = self.torch.cuda.memory_allocated()
+
+    def peak_beyond_base_bytes(self) -> int:
+        self.torch.cuda.synchronize()  # the run's kernels have finished allocating
+        return self.torch.cuda.max_memory_allocated() - self.base
+
+    def peak_beyond_base_mib(self) -> float:
+        return self.peak_beyond_base_bytes() / MiB
