@@ -84,8 +84,8 @@ def frame_and_full_draw(explorer):
 
 
 # -- notebooks under nbval in a subprocess ---------------------------------------------
-# (tests/test_offline.py and tests/test_portable_outputs.py: the same notebooks, checked
-# by the same nbval, in another environment than the test session's own)
+# (tests/notebooks/test_offline.py and tests/notebooks/test_portable_outputs.py: the same
+# notebooks, checked by the same nbval, in another environment than the test session's own)
 
 
 def guarded_env(env=None):
@@ -93,7 +93,7 @@ def guarded_env(env=None):
 
     ``tests/netguard/sitecustomize.py``, first on PYTHONPATH, refuses every
     connection and name lookup that is not for a loopback address (see
-    tests/test_offline.py, which checks that it does).
+    tests/notebooks/test_offline.py, which checks that it does).
     """
     import os
     from pathlib import Path

@@ -8,7 +8,7 @@ grows to about twice its size, which a local socket carries in far under a
 millisecond. matplotlib offers no setting for the level, so `diff_image`
 is its ``FigureCanvasWebAggCore.get_diff_image`` (matplotlib 3.10) with the
 level passed, and a full frame where nothing changed (see `diff_image`).
-tests/test_explorers_frames.py checks that the two decode to the same pixels,
+tests/explorers/test_explorers_frames.py checks that the two decode to the same pixels,
 so a matplotlib upgrade that changes the original shows up there.
 """
 

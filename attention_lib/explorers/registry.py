@@ -10,7 +10,7 @@ must know of it does (or fails, naming what it lacks).
 
 Entries whose build loads the trained model (torch, a few seconds) say so
 (``loads_model``): the fast tests leave them to
-``tests/test_explorers_trained.py`` and ``tests/test_explorers_gradients.py``.
+``tests/explorers/test_explorers_trained.py`` and ``tests/explorers/test_explorers_gradients.py``.
 """
 
 from __future__ import annotations

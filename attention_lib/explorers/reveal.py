@@ -15,7 +15,7 @@ Both are widgets whose display bundle also holds a one-line still version
 kernel shows what the box is for instead of the widget's text.
 
 Both mark their parts with CSS classes, the convention the browser test
-``tests/browser/test_ask_before_telling.py`` reads: the box has `BOX`
+``tests/browser/ask_before_telling.py`` reads: the box has `BOX`
 (``al-reveal``), the widgets that hold the answer `ANSWER`
 (``al-reveal-answer``, hidden until the reveal), the button that reveals it
 `BUTTON` and the guess, if there is one, `GUESS`; the still version is a

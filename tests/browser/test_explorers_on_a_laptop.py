@@ -15,7 +15,7 @@ open of a fresh clone shows. Then, per notebook, in one page:
    slider's track at least 150 px, every row of toggle buttons on one line,
    no ipympl header, toolbar or resize handle, and no output wider than its
    cell. (Text inside the figures is checked in Python, every explorer at
-   every setting: tests/test_explorers_captions.py.)
+   every setting: tests/explorers/test_explorers_captions.py.)
 3. **The same page at 1024 x 768**: the same checks; the canvases scale to
    the narrower cell.
 4. **Save, close, reopen** (now trusted, no kernel has run it): every

@@ -6,6 +6,8 @@ For each notebook (one page, one kernel): Run All Cells, then
   ``raises-exception`` may), no dialog or news prompt is on screen, and the
   page asked nothing of any host but the local server;
 - a beginner notebook shows no code: every code cell's input is collapsed;
+- a notebook that asks before it tells keeps every answer hidden until it is
+  asked for, and gives none of it away (`ask_before_telling`);
 - every control under every explorer figure is moved as a learner would
   (keys on a slider's focused handle: a step, End, Home; a click on each
   other toggle button; a checkbox clicked twice; the next dropdown option).
@@ -33,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ask_before_telling import asks, check_answers_wait
 
 from attention_lib import (
     attention_weights,
@@ -553,6 +556,11 @@ def test_beginner_notebook_shows_no_code(notebook) -> None:
     assert code, "no code cells"
     shown = [c["index"] for c in code if not c["inputHidden"] or c["editorVisible"]]
     assert not shown, f"code cells whose code is visible in the page: {shown}"
+
+
+@pytest.mark.notebooks(only=asks)
+def test_answers_wait_until_they_are_asked_for(notebook, tmp_path: Path) -> None:
+    check_answers_wait(notebook, tmp_path)  # before any slider moves: the page as Run All left it
 
 
 def test_sliders_redraw_to_library_values(notebook, tmp_path: Path) -> None:

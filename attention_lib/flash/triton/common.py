@@ -6,7 +6,7 @@ A kernel may read a module-level constant only if it is a
 Triton's interpreter accepts one (a plain ``LN2 = 0.69...`` once broke every
 GPU launch and no interpreter test). The kernels here need none: log2(e) is
 folded into the scale on the host, and the log-sum-exp stays in log2 units.
-The ahead-of-time compile test (tests/test_triton_compile.py) catches such
+The ahead-of-time compile test (tests/triton/test_triton_compile.py) catches such
 a slip without a GPU.
 
 Importing this module imports triton.

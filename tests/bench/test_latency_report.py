@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "latency.py"
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "latency.py"
 _spec = importlib.util.spec_from_file_location("latency_benchmark", _PATH)
 latency = importlib.util.module_from_spec(_spec)
 sys.modules["latency_benchmark"] = latency  # its dataclasses look their module up

@@ -21,7 +21,7 @@ import attention_lib.explorers as explorers
 from attention_lib.explorers.base import Explorer
 from attention_lib.explorers.registry import REGISTRY, builds, entry, shown_in
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9]*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9]*.ipynb"))
 
 
 def explorer_classes() -> set[type]:

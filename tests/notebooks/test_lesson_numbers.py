@@ -24,7 +24,7 @@ import pytest
 from attention_lib import scaled_dot_product_attention, softmax
 from attention_lib.lessons.scaling import WidthSweep, sweep_widths
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_developer_scaling.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "02_developer_scaling.ipynb"
 
 # The lesson's scaling.py output: its numbers (its headings are its own, not ours).
 LESSON_SPREAD = [("4", "2.00", "1.00"), ("16", "4.01", "1.00"), ("64", "7.96", "1.00")]

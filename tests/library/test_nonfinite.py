@@ -9,7 +9,7 @@ Each case is checked against the same call with the hidden entries made
 harmless (set to 0): the answer the rule promises, computed by plain
 arithmetic. PyTorch itself parts from the rule here (it gives NaN); the
 cases that show it say so. The Triton kernels are checked in
-tests/test_triton_flash.py.
+tests/triton/test_triton_flash.py.
 """
 
 from __future__ import annotations

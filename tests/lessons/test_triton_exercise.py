@@ -198,7 +198,7 @@ def _front_end_for_sm80_and_sm90() -> None:
     signature = {**pointers, **scalars, **dict.fromkeys(constexprs, "constexpr")}
     source = ASTSource(triton_skeleton.attention_skeleton, signature, constexprs)
     # the compiler's first stage, where a kernel's Python is checked (globals, constexprs,
-    # types, shapes): the same as tests/test_triton_compile.py's for the library's kernels
+    # types, shapes): the same as tests/triton/test_triton_compile.py's for the library's kernels
     for arch in (80, 90):
         module = front_end(source, GPUTarget("cuda", arch, 32), {"num_warps": 4, "num_stages": 2})
         print(arch, "tt.dot" in str(module))
@@ -207,7 +207,7 @@ def _front_end_for_sm80_and_sm90() -> None:
 @needs_triton
 @pytest.mark.slow
 def test_the_exercise_kernel_passes_the_gpu_compilers_front_end():
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_DEFAULT_FP_FUSION": "1"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     done = subprocess.run(

@@ -8,7 +8,7 @@ gradient per key, as PyTorch computes it. A backward pass that recomputes
 the weights from a log-sum-exp m + log(total) loses log(total) at that
 size and gets weights of 1. Partly masked rows (half their keys at the
 large value) are checked too. The Triton kernels' version of this is in
-tests/test_triton_flash.py (they take no mask: the scores are made large).
+tests/triton/test_triton_flash.py (they take no mask: the scores are made large).
 """
 
 from __future__ import annotations

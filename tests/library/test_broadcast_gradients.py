@@ -7,7 +7,7 @@ the rule (issue 21) is to accumulate it in float32 or wider and round
 once, so float32 gradients are summed in float64 here. The per-entry
 gradients are those of the same call with the input expanded to the whole
 batch, so the broadcast input's gradient must be exactly their float64 sum
-rounded to float32. (The Triton kernels: tests/test_triton_flash.py.)
+rounded to float32. (The Triton kernels: tests/triton/test_triton_flash.py.)
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from nbclient import NotebookClient
 
 from attention_lib.lessons.exercises import FLASH_SOLUTIONS, skeleton_source
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOK = NOTEBOOKS / "07_researcher_build_flash_attention.ipynb"
 STARTERS = ("online_update", "flash_forward", "flash_backward", "key_block")
 

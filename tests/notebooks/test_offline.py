@@ -5,7 +5,7 @@ with that folder on PYTHONPATH, every connection and name lookup that is not
 for a loopback address, before a packet is sent. These tests check that the
 guard really blocks (in a plain process and inside a Jupyter kernel) and that
 loopback still works. Every numbered notebook then runs under nbval with the
-guard on in its kernel in tests/test_portable_outputs.py (its alternate
+guard on in its kernel in tests/notebooks/test_portable_outputs.py (its alternate
 numerical settings run guarded), so a notebook that reached for the network
 fails there, naming the guard's refusal.
 No test sends anything anywhere but loopback: the refused addresses are in

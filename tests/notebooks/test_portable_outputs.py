@@ -25,7 +25,7 @@ settings). Which variable reaches which library, on the pinned wheels:
   (softmax, exp) without AVX2.
 
 Every alternate also runs with the network guard on in its kernel
-(``tests/netguard``, checked in tests/test_offline.py): the notebooks pass
+(``tests/netguard``, checked in tests/notebooks/test_offline.py): the notebooks pass
 offline too, at no extra nbval run.
 
 The issue that asked for this named four settings: the default, MKL_CBWR=
@@ -47,7 +47,7 @@ from pathlib import Path
 import pytest
 from support import guarded_env, nbval_outcomes, start_nbval
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted(REPO.glob("notebooks/[0-9][0-9]_*.ipynb"))
 
 ALTERNATES: dict[str, dict[str, str]] = {

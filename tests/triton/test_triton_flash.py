@@ -9,7 +9,7 @@ against a float64 reference is at most twice PyTorch's own SDPA's error in
 the same dtype (plus a tiny floor for cases where PyTorch happens to be
 exact). Gradients are held to the same rule, against the float64 gradients
 of the reference path. What the interpreter cannot show (that the kernels
-compile for a GPU) is tests/test_triton_compile.py's job.
+compile for a GPU) is tests/triton/test_triton_compile.py's job.
 """
 
 from __future__ import annotations
@@ -455,7 +455,8 @@ def run_in_interpreter():
     }
 
 
-if __name__ == "__main__":  # the child: python tests/test_triton_flash.py, TRITON_INTERPRET=1
+# the child: python tests/triton/test_triton_flash.py, with TRITON_INTERPRET=1
+if __name__ == "__main__":
     print(json.dumps(run_in_interpreter()))
     sys.exit(0)
 
@@ -467,7 +468,7 @@ if __name__ == "__main__":  # the child: python tests/test_triton_flash.py, TRIT
 def measured():
     """Run the child once for the whole module; its JSON is the measurements."""
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     result = subprocess.run(
         [sys.executable, __file__], env=env, capture_output=True, text=True, timeout=1200

@@ -1,5 +1,9 @@
 """Ask before telling, in a real browser: after Run All, no answer shows until it is asked for.
 
+`check_answers_wait` is run by ``test_notebooks_in_browser.py`` on the page its other
+tests use, straight after that page's one Run All (a Run All of its own per notebook
+cost a minute of the suite each).
+
 The convention this test reads (`attention_lib.explorers.reveal`, used by every prediction
 and every exercise's solution in the course, whatever notebook shows it):
 
@@ -15,7 +19,7 @@ and every exercise's solution in the course, whatever notebook shows it):
   hold such a line (or the still line of a box saved before the class existed), so a
   notebook that adds a prediction is checked without this file changing.
 
-For each such notebook, Run All Cells, then:
+For each such notebook, after Run All Cells:
 
 1. every box is in the page and none of its answers is displayed;
 2. box by box, in page order: make a guess, press the button; every answer widget of that
@@ -38,8 +42,6 @@ import pytest
 
 import labdriver
 from attention_lib.explorers import reveal
-
-pytestmark = pytest.mark.browser
 
 #: A shared run of this many words between an answer's prose and what is on the page counts
 #: as the answer being on the page (the lesson-overlap hook uses 8 for copied sentences).
@@ -120,9 +122,8 @@ def _guess(page: labdriver.NotebookPage, b: int) -> None:
         page.quiet()
 
 
-@pytest.mark.notebooks(only=asks)
-def test_answers_wait_until_they_are_asked_for(notebook, tmp_path: Path) -> None:
-    page = notebook
+def check_answers_wait(page: labdriver.NotebookPage, tmp_path: Path) -> None:
+    """Points 1-3 above on ``page``, just after its Run All; fails the calling test."""
     boxes = page.page.evaluate(_JS_BOXES)
     assert boxes, "the saved notebook shows a box that asks, but the page after Run All has none"
     failures = [

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "attention_lib"
+PACKAGE = Path(__file__).resolve().parents[2] / "attention_lib"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 
 

@@ -23,7 +23,7 @@ Two depths, both failing on any compile error:
   matrix-product instructions, software pipelining, and the shared memory
   each program needs against the target's limit. A whole compile takes
   seconds of CPU (float32's backward more than ten), so the other
-  configurations get it from ``python tests/test_triton_compile.py --full``.
+  configurations get it from ``python tests/triton/test_triton_compile.py --full``.
 
 The backward kernels also store float32 gradients for 16-bit inputs (an
 input broadcast along batch dimensions has its per-entry gradients summed
@@ -54,7 +54,7 @@ pytestmark = pytest.mark.skipif(
     reason="triton is not installed (pip install -e '.[triton]', Linux only)",
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # compute capability, and the most shared memory one program (block) may use, in bytes
 TARGETS = {"sm_80": (80, 163 * 1024), "sm_90": (90, 227 * 1024)}
 FULL_WIDTHS = (64, 128)  # the benchmark's head widths: every 16-bit choice compiled whole
@@ -292,7 +292,8 @@ def run(configs: list[Config], jobs: int) -> dict[str, dict]:
         return {c.name: r for c, r in zip(order, results, strict=True)}
 
 
-if __name__ == "__main__":  # the child: python tests/test_triton_compile.py [--full] [--jobs N]
+# the child: python tests/triton/test_triton_compile.py [--full] [--jobs N]
+if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="compile the Triton kernels for sm_80 and sm_90")
     parser.add_argument("--full", action="store_true", help="every configuration to a cubin")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)

@@ -16,7 +16,7 @@ else:  # pragma: no cover - Python 3.10
 
 import attention_lib
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # conda-forge names that differ from PyPI's
 CONDA_NAMES = {"torch": "pytorch"}
 

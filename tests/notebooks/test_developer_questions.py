@@ -29,7 +29,7 @@ from attention_lib import attention_weights, scaled_dot_product_attention
 from attention_lib.model.tiny_model import ModelConfig, TinyTransformer, causal_mask_for
 
 NOTEBOOK = (
-    Path(__file__).resolve().parents[1] / "notebooks" / "03_developer_pytorch_and_mistakes.ipynb"
+    Path(__file__).resolve().parents[2] / "notebooks" / "03_developer_pytorch_and_mistakes.ipynb"
 )
 
 # the cells these tests read, in the notebook's order (so the seeded draws are the page's)
