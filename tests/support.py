@@ -260,6 +260,21 @@ def notebook_cell(notebook, cell_id):
     raise KeyError(f"{Path(notebook).name} has no code cell with id {cell_id!r}")
 
 
+def tagged_cell_id(notebook, tag):
+    """The id of the one code cell of ``notebook`` tagged ``tag`` (AssertionError otherwise)."""
+    import json
+    from pathlib import Path
+
+    cells = json.loads(Path(notebook).read_text())["cells"]
+    found = [
+        c["id"]
+        for c in cells
+        if c["cell_type"] == "code" and tag in c.get("metadata", {}).get("tags", [])
+    ]
+    assert len(found) == 1, f"expected one code cell tagged {tag!r} in {Path(notebook).name}"
+    return found[0]
+
+
 def run_cells(notebook, cell_ids, namespace=None):
     """Run the code cells ``cell_ids`` of ``notebook``, in the order given, in one
     namespace (a fresh one unless given), and return it: a test that checks a notebook's

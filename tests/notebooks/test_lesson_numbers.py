@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support import run_cells as notebook_cells
+from support import tagged_cell_id
 
 from attention_lib import scaled_dot_product_attention, softmax
 from attention_lib.lessons.scaling import WidthSweep, sweep_widths
@@ -49,22 +51,12 @@ def _source(cell: dict[str, Any]) -> str:
     return "".join(cell["source"])
 
 
-def _tagged(tag: str) -> str:
-    found = [c for c in _code_cells() if tag in c["metadata"].get("tags", [])]
-    assert len(found) == 1, f"expected one code cell tagged {tag!r} in {NOTEBOOK.name}"
-    return _source(found[0])
-
-
 def run_cells(*tags: str) -> tuple[str, dict[str, Any]]:
     """Run the notebook's import cell, then the cells tagged ``tags``; (stdout, names)."""
-    imports = _source(_code_cells()[0])
-    imports = "\n".join(line for line in imports.splitlines() if not line.startswith("%"))
-    scope: dict[str, Any] = {}
+    ids = [_code_cells()[0]["id"], *(tagged_cell_id(NOTEBOOK, tag) for tag in tags)]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(imports, "02: imports", "exec"), scope)
-        for tag in tags:
-            exec(compile(_tagged(tag), f"02: {tag}", "exec"), scope)
+        scope = notebook_cells(NOTEBOOK, ids)
     return out.getvalue(), scope
 
 
