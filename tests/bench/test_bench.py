@@ -26,7 +26,14 @@ def test_fit_exponent_recovers_a_power_law():
     assert fit_exponent([256, 512], [None, 0.0]) is None
 
 
-def test_a_small_sweep_writes_json_csv_and_plots(tmp_path):
+@pytest.fixture
+def peak_in_this_process(monkeypatch):
+    """Each case's memory read in this process (`Runner.peak_here`), not a fresh one: a
+    fresh process starts torch, seconds a case. The fresh-process run has its own test."""
+    monkeypatch.setattr(cpu.Runner, "fresh_peak", cpu.Runner.peak_here)
+
+
+def test_a_small_sweep_writes_json_csv_and_plots(tmp_path, peak_in_this_process):
     args = cli.parse_cpu(
         ["--lengths", "32", "64", "--widths", "16", "--paths", "numpy reference",
          "torch SDPA", "torch tiled", "--repeats", "2", "--min-seconds", "0.01",
@@ -42,10 +49,13 @@ def test_a_small_sweep_writes_json_csv_and_plots(tmp_path):
     assert table["info"]["torch_threads"] >= 1 and table["matmul_gflops"]["torch"] > 0
     assert (out / "results.csv").read_text().startswith("path,length,width,causal")
     assert (out / "time_vs_length.png").stat().st_size > 0
+    assert all(r["peak_mib_beyond_inputs"] is not None for r in table["results"])
     assert "growth exponent in L, torch tiled" in cpu.summary(suite)
 
 
-def test_sizes_that_do_not_fit_are_refused_and_recorded(monkeypatch, tmp_path):
+def test_sizes_that_do_not_fit_are_refused_and_recorded(
+    monkeypatch, tmp_path, peak_in_this_process
+):
     monkeypatch.setattr("attention_lib.memory.available_bytes", lambda like: 1024)
     args = cli.parse_cpu(
         ["--lengths", "32", "64", "--widths", "16", "--paths", "numpy reference",
@@ -57,6 +67,13 @@ def test_sizes_that_do_not_fit_are_refused_and_recorded(monkeypatch, tmp_path):
     assert refused.status == "refused" and "flash_attention" in refused.note
     assert results[("numpy reference", 64)].note == "a shorter length was already refused"
     assert results[("numpy tiled", 64)].status == "ok"
+
+
+def test_a_cases_memory_is_read_in_a_fresh_process():
+    runner = cpu.Runner("cpu", "float32", repeats=1, min_seconds=0.0)
+    peak = runner.fresh_peak(cpu.Case("numpy reference", 512, 16, False, 8))
+    # 8 heads of 512 x 512 float32 scores are 8 MiB: the reference path holds them and more
+    assert peak is None or 8 <= peak < 64
 
 
 def test_triton_is_skipped_without_a_gpu(tmp_path):

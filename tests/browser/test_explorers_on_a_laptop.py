@@ -74,6 +74,7 @@ class Visit:
             browser, server, name, f"laptop-{name[:2]}", SIZES["laptop"]
         )
         self.ran = False
+        self.size = "laptop"
 
     def run_all(self) -> None:
         if not self.ran:
@@ -81,9 +82,12 @@ class Visit:
             self.ran = True
 
     def resize(self, size: str) -> None:
+        if size == self.size:
+            return
         width, height = SIZES[size]
         self.page.page.set_viewport_size({"width": width, "height": height})
         self.page.page.wait_for_timeout(1500)  # let the layout and the canvases settle
+        self.size = size
 
     def screenshot(self, label: str) -> Path:
         self.page.page.evaluate(
@@ -103,6 +107,7 @@ class Visit:
         self.page = labdriver.open_notebook(
             self.browser, self.server, self.name, f"reopened-{self.name[:2]}", SIZES["laptop"]
         )
+        self.size = "laptop"
 
 
 @pytest.fixture(scope="module", params=NOTEBOOKS, ids=[n.removesuffix(".ipynb") for n in NOTEBOOKS])
@@ -159,18 +164,13 @@ def test_first_open_shows_still_pictures(visit):
 
 
 @pytest.mark.parametrize("size", list(SIZES))
-def test_explorers_fit_the_screen(visit, size):
+def test_explorers_and_outputs_fit_the_screen(visit, size):
     visit.run_all()
-    visit.resize(size)
-    check_fit(labdriver.layout(visit.page), size)
+    visit.resize(size)  # one resize per size: the layout is read once for both checks
+    layout = labdriver.layout(visit.page)
+    check_fit(layout, size)
+    check_outputs_fit(layout, size)
     visit.screenshot(size)
-
-
-@pytest.mark.parametrize("size", list(SIZES))
-def test_no_output_is_wider_than_its_cell(visit, size):
-    visit.run_all()
-    visit.resize(size)
-    check_outputs_fit(labdriver.layout(visit.page), size)
 
 
 def test_reopened_after_save_shows_still_pictures(visit):

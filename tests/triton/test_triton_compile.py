@@ -16,10 +16,12 @@ Two depths, both failing on any compile error:
   where a kernel's Python is checked (globals, constexprs, types, shapes),
   in about a tenth of a second each.
 - the whole pipeline to a cubin, for sm_80 and sm_90, for the tile the
-  launcher runs: every kernel at every padded width in float16 with the
-  causal mask, at the benchmark's widths (64 and 128) also without it and
-  in bfloat16, and in float32 at width 64 (its products run on the FMA
-  units, the same code for both targets: sm_80 only). This checks layouts,
+  launcher runs: every kernel at the benchmark's widths (64 and 128) in
+  float16 with and without the causal mask and in bfloat16 with it, at the
+  widest (256, the most shared memory) in float16 with it, and in float32
+  at width 64 (its products run on the FMA units, the same code for both
+  targets: sm_80 only); the δ kernel at 64 and 128. Widths 16 and 32 share
+  the code paths of 64 and are compiled whole by ``--full``. This checks layouts,
   matrix-product instructions, software pipelining, and the shared memory
   each program needs against the target's limit. A whole compile takes
   seconds of CPU (float32's backward more than ten), so the other
@@ -109,7 +111,8 @@ def configurations(whole_everywhere: bool = False) -> list[Config]:
             return causal and head_dim == 64 and arch == "sm_80"
         if head_dim in FULL_WIDTHS:  # the benchmark's widths: float16 both ways, bfloat16 causal
             return dtype == "float16" or causal
-        return dtype == "float16" and causal
+        # the widest tile (most shared memory) too; narrower ones share its code paths
+        return dtype == "float16" and causal and head_dim > max(FULL_WIDTHS)
 
     configs = []
     for arch in TARGETS:
@@ -131,7 +134,8 @@ def configurations(whole_everywhere: bool = False) -> list[Config]:
         delta = (DELTA_TILE.block_m, DELTA_TILE.block_n, DELTA_TILE.num_warps, 1)
         for head_dim in HEAD_DIMS:
             for dtype in DTYPES:
-                configs.append(Config("delta", head_dim, head_dim, dtype, False, delta, arch, True))
+                flag = whole_everywhere or head_dim in FULL_WIDTHS
+                configs.append(Config("delta", head_dim, head_dim, dtype, False, delta, arch, flag))
         # padded widths (E < HEAD_DIM), E != Ev, lengths that are not multiples of 16,
         # heads inside the rows (B, L, H, E), and features that are not contiguous
         for kernel in ("forward", "dkdv", "dq"):
