@@ -27,7 +27,7 @@ matplotlib.use("Agg")
 
 import numpy as np
 import pytest
-from support import control_settings, legends_over_bars, texts_outside
+from support import FLOAT64, control_settings, legends_over_bars, texts_outside
 
 from attention_lib.explorers import (
     AlternativesExplorer,
@@ -152,7 +152,7 @@ def check_scaling(e: ScalingExplorer) -> None:
     # the example is one query at every width: its weights follow from one pattern z·√d
     pattern = e.sweep.logits[1024][e.example] / 32
     np.testing.assert_allclose(
-        weights, softmax_of(pattern * math.sqrt(e.width.value) * e.scale), atol=1e-12
+        weights, softmax_of(pattern * math.sqrt(e.width.value) * e.scale), **FLOAT64
     )
     std = (e.sweep.logits[e.width.value] * e.scale).std()
     title = e.axes[0].get_title()

@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from support import FLOAT64
 
 from attention_lib import softmax
 from attention_lib.explorers import (
@@ -116,7 +117,7 @@ def test_volume_extremes_blur_and_pick_a_winner():
 
     explorer.volume.value = 10**explorer.volume.max
     explorer.fig.canvas.draw()
-    np.testing.assert_allclose(heights(explorer.bars), [1, 0, 0, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(heights(explorer.bars), [1, 0, 0, 0, 0], **FLOAT64)
     assert [label.get_text() for label in explorer.labels] == ["100%"] + ["<0.001%"] * 4
     assert explorer.ax.get_title() == "volume ×100.00: Ana gets 100% of your attention"
 

@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 import pytest
+from support import FLOAT64
 
 from attention_lib.explorers.mistakes import (
     MISTAKES,
@@ -46,7 +47,7 @@ def test_wrong_axis_row_sums_are_the_lessons():
     assert sums.min() == pytest.approx(run.numbers["smallest row sum, mistaken"], rel=1e-12)
     assert sums.max() == pytest.approx(run.numbers["largest row sum, mistaken"], rel=1e-12)
     explorer.version.value = "fix"
-    np.testing.assert_allclose(explorer.consequence["row sums"], 1.0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(explorer.consequence["row sums"], 1.0, **FLOAT64)
 
 
 def test_mask_after_softmax_leaks_as_the_check_says():

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgba
+from support import FLOAT64
 
 from attention_lib import scaled_dot_product_attention, softmax
 from attention_lib.explorers.tiling import (
@@ -55,7 +56,7 @@ def test_online_every_step(online: OnlineSoftmaxExplorer) -> None:
         np.testing.assert_array_equal(online.max_line.get_ydata(), trace.running_max[:t])
         assert online.sum_marker.get_ydata()[0] == trace.running_sum[t - 1]
         heights = np.array([b.get_height() for b in online.online_bars])
-        np.testing.assert_allclose(heights[:t], softmax(trace.scores[:t]), atol=1e-12)
+        np.testing.assert_allclose(heights[:t], softmax(trace.scores[:t]), **FLOAT64)
         assert np.all(heights[t:] == 0)
         rescale = np.array([b.get_height() for b in online.rescale_bars])
         assert np.all((rescale >= 0) & (rescale <= 1)) and np.all(rescale[t:] == 0)
@@ -74,7 +75,7 @@ def test_online_ends_equal_to_softmax(online: OnlineSoftmaxExplorer) -> None:
     assert online.max_difference() < 1e-12
     online_heights = [b.get_height() for b in online.online_bars]
     softmax_heights = [b.get_height() for b in online.softmax_bars]
-    np.testing.assert_allclose(online_heights, softmax_heights, atol=1e-12)
+    np.testing.assert_allclose(online_heights, softmax_heights, **FLOAT64)
     # rounding noise is shown as a bound, never as its machine-dependent digits
     assert online.readout.get_text().endswith("max |online − softmax| < 1e-12")
     online.step.value = 11  # the big jump: 2.49 -> 5.30
@@ -254,7 +255,7 @@ def test_final_readout_equals_unfused(tiling: TilingExplorer, bq: int, bk: int, 
     reference = scaled_dot_product_attention(
         tiling.query, tiling.key, tiling.value, is_causal=causal
     )
-    np.testing.assert_allclose(tiling.tiled(), reference, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(tiling.tiled(), reference, **FLOAT64)
     assert "16 of 16 output rows done" in tiling.readout.get_text()
 
 
@@ -300,4 +301,4 @@ def test_online_and_tiling_agree_on_one_row() -> None:
     scores = (e.query @ e.key.T)[0] / np.sqrt(e.query.shape[-1])  # (S,)
     weights = online_softmax_steps(scores).weights()  # (S,)
     set_blocks(e, 1, 1, False)
-    np.testing.assert_allclose(e.tiled()[0], weights @ e.value, atol=1e-12)
+    np.testing.assert_allclose(e.tiled()[0], weights @ e.value, **FLOAT64)

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from support import FLOAT64
 
 from attention_lib import softmax
 from attention_lib.lessons.online import (
@@ -47,7 +48,7 @@ STREAMS = [
 @pytest.mark.parametrize("x", STREAMS)
 def test_final_state_is_the_softmax(x: np.ndarray) -> None:
     trace = online_softmax_steps(x)
-    np.testing.assert_allclose(trace.weights(), softmax(x), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(trace.weights(), softmax(x), **FLOAT64)
     assert trace.weights().sum() == pytest.approx(1.0, abs=1e-12)
 
 
@@ -56,7 +57,7 @@ def test_every_step_is_the_softmax_of_the_prefix(x: np.ndarray) -> None:
     trace = online_softmax_steps(x)
     np.testing.assert_array_equal(trace.running_max, np.maximum.accumulate(x))
     for t in range(len(x)):
-        np.testing.assert_allclose(trace.weights(t), softmax(x[: t + 1]), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(trace.weights(t), softmax(x[: t + 1]), **FLOAT64)
         m = trace.running_max[t]
         shift = 0.0 if m == -np.inf else m
         direct_sum = np.exp(x[: t + 1] - shift).sum()  # what l_t should be
@@ -126,10 +127,10 @@ def test_pass_counts_three_two_one(x: np.ndarray) -> None:
     assert all(r.max_error < 1e-12 for r in rows), rows
     # and each method on its own agrees with the direct computation
     weights = softmax(x)
-    np.testing.assert_allclose(safe_softmax_three_pass(CountingStream(x)), weights, atol=1e-12)
-    np.testing.assert_allclose(online_softmax_two_pass(CountingStream(x)), weights, atol=1e-12)
+    np.testing.assert_allclose(safe_softmax_three_pass(CountingStream(x)), weights, **FLOAT64)
+    np.testing.assert_allclose(online_softmax_two_pass(CountingStream(x)), weights, **FLOAT64)
     mixed = online_weighted_sum_one_pass(CountingStream(zip(x, values, strict=True)))
-    np.testing.assert_allclose(mixed, weights @ values, atol=1e-12)
+    np.testing.assert_allclose(mixed, weights @ values, **FLOAT64)
 
 
 def test_compare_passes_checks_shapes() -> None:

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from support import make, qkv, to_numpy
+from support import FLOAT64, make, qkv, to_numpy
 
 from attention_lib import scaled_dot_product_attention, softmax
 from attention_lib.fits import log_log_slope
@@ -48,7 +48,7 @@ def test_numpy_and_torch_give_the_same_numbers(name):
     out_torch = fn(*qkv("torch"))
     assert type(out_np) is np.ndarray and out_np.shape == (2, 3, 5, 3)
     assert type(out_torch).__name__ == "Tensor" and tuple(out_torch.shape) == (2, 3, 5, 3)
-    np.testing.assert_allclose(to_numpy(out_torch), out_np, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(to_numpy(out_torch), out_np, **FLOAT64)
 
 
 def test_additive_logits_match_the_formula_pair_by_pair(lib):
@@ -177,10 +177,10 @@ def test_linear_attention_equals_the_quadratic_form(lib, feature):
         feature_map = performer_feature_map(w)
     fast = to_numpy(linear_attention(query, key, value, feature_map))
     slow = slow_kernel_attention(*(to_numpy(a) for a in (query, key, value)), phi_np)
-    np.testing.assert_allclose(fast, slow, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(fast, slow, **FLOAT64)
     weights = to_numpy(kernel_weights(query, key, feature_map))
     np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-12)
-    np.testing.assert_allclose(weights @ to_numpy(value), slow, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(weights @ to_numpy(value), slow, **FLOAT64)
 
 
 def test_performer_features_are_positive_and_unbiased_for_exp_dot(lib):
@@ -203,7 +203,7 @@ def test_random_projection_rows_look_gaussian(orthogonal):
     assert np.var(w) == pytest.approx(1, rel=0.03)
     if orthogonal:
         block = w[:16] / np.linalg.norm(w[:16], axis=1, keepdims=True)
-        np.testing.assert_allclose(block @ block.T, np.eye(16), atol=1e-12)
+        np.testing.assert_allclose(block @ block.T, np.eye(16), **FLOAT64)
     with pytest.raises(ValueError, match=r"width must be a positive integer, got 0"):
         random_projection(0, 5)
     with pytest.raises(ValueError, match=r"num_features must be a positive integer, got 0"):

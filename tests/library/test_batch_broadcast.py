@@ -13,7 +13,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from support import make, to_numpy, torch_sdpa
+from support import FLOAT64, make, to_numpy, torch_sdpa
 
 import attention_lib as al
 
@@ -37,7 +37,7 @@ def test_batch_dimensions_broadcast_like_pytorch(lib, path, shapes):
     out = PATHS[path](q, k, v)
     expected = torch_sdpa(q, k, v)
     assert tuple(out.shape) == expected.shape
-    np.testing.assert_allclose(to_numpy(out), expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(to_numpy(out), expected, **FLOAT64)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -45,7 +45,7 @@ def test_the_issues_call_also_works_with_enable_gqa(lib, path):
     # query heads 4 (dim -3 of the 3-d query) and key/value heads 4: groups of one
     q, k, v = make((4, 3, 8), lib), make((4, 4, 6, 8), lib, seed=1), make((4, 4, 6, 8), lib, seed=2)
     out = PATHS[path](q, k, v, enable_gqa=True)
-    np.testing.assert_allclose(to_numpy(out), torch_sdpa(q, k, v, enable_gqa=True), atol=1e-12)
+    np.testing.assert_allclose(to_numpy(out), torch_sdpa(q, k, v, enable_gqa=True), **FLOAT64)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -60,7 +60,7 @@ def test_the_issues_call_also_works_with_enable_gqa(lib, path):
 def test_grouped_heads_then_broadcast_like_pytorch(lib, path, shapes):
     q, k, v = (make(s, lib, seed=i) for i, s in enumerate(shapes))
     out = PATHS[path](q, k, v, enable_gqa=True)
-    np.testing.assert_allclose(to_numpy(out), torch_sdpa(q, k, v, enable_gqa=True), atol=1e-12)
+    np.testing.assert_allclose(to_numpy(out), torch_sdpa(q, k, v, enable_gqa=True), **FLOAT64)
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -77,7 +77,7 @@ def test_gradients_reach_each_input_in_its_own_shape(path):
     F.scaled_dot_product_attention(*theirs[:3], attn_mask=theirs[3]).backward(upstream)
     for name, x, t in zip(("query", "key", "value", "mask"), (*ours, mask), theirs, strict=True):
         assert x.grad.shape == x.shape, name
-        torch.testing.assert_close(x.grad, t.grad, rtol=1e-10, atol=1e-12, msg=name)
+        torch.testing.assert_close(x.grad, t.grad, **FLOAT64, msg=name)
 
 
 def test_the_hint_names_enable_gqa_only_when_that_call_works():
@@ -85,7 +85,7 @@ def test_the_hint_names_enable_gqa_only_when_that_call_works():
     with pytest.raises(ValueError, match=r"broadcast together.*pass enable_gqa=True"):
         al.scaled_dot_product_attention(q, k, v)
     out = al.scaled_dot_product_attention(q, k, v, enable_gqa=True)  # the hint holds
-    np.testing.assert_allclose(out, torch_sdpa(q, k, v, enable_gqa=True), atol=1e-12)
+    np.testing.assert_allclose(out, torch_sdpa(q, k, v, enable_gqa=True), **FLOAT64)
     # heads 4 and 2, batch 2 and 3: grouping the heads leaves the batch unbroadcastable
     q, k = make((2, 4, 5, 8)), make((3, 2, 6, 8), seed=1)
     for gqa in (False, True):

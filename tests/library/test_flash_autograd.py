@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from support import make, qkv, torch_sdpa
+from support import FLOAT64, make, qkv, torch_sdpa
 from torch.autograd import gradcheck
 
 import attention_lib as al
@@ -86,7 +86,7 @@ def test_gradients_match_the_reference_path(blocks, kw):
     got = _grads(lambda *a: tiled(*a, **kw, **blocks), inputs, grad_out)
     want = _grads(lambda *a: al.scaled_dot_product_attention(*a, **kw), inputs, grad_out)
     for name, g, w in zip("qkv", got, want, strict=True):
-        assert torch.allclose(g, w, rtol=1e-9, atol=1e-12), name
+        assert torch.allclose(g, w, **FLOAT64), name
 
 
 def test_float_mask_gradient_matches_the_reference_path():
@@ -98,7 +98,7 @@ def test_float_mask_gradient_matches_the_reference_path():
     got = _grads(lambda *a: tiled(*a, block_q=4, block_k=4), (q, k, v, mask), grad_out)
     want = _grads(al.scaled_dot_product_attention, (q, k, v, mask), grad_out)
     for g, w in zip(got, want, strict=True):
-        assert torch.allclose(g, w, rtol=1e-9, atol=1e-12)
+        assert torch.allclose(g, w, **FLOAT64)
     assert torch.all(got[3][:, 0] == 0)
 
 
@@ -174,9 +174,9 @@ def test_not_twice_differentiable():
 def test_torch_fast_path_equals_pytorch_and_the_readable_loop(kw, blocks):
     q, k, v = qkv("torch", batch=(2, 3), length=23, keys=17, width=8, value_width=5)
     got = tiled(q, k, v, **kw, **blocks)
-    np.testing.assert_allclose(got.numpy(), torch_sdpa(q, k, v, **kw), atol=1e-12)
+    np.testing.assert_allclose(got.numpy(), torch_sdpa(q, k, v, **kw), **FLOAT64)
     readable = al.flash_attention(q.numpy(), k.numpy(), v.numpy(), **kw, **blocks)
-    np.testing.assert_allclose(got.numpy(), readable, atol=1e-12)
+    np.testing.assert_allclose(got.numpy(), readable, **FLOAT64)
 
 
 def test_tiled_forward_returns_each_rows_maximum_and_total():
@@ -190,10 +190,10 @@ def test_tiled_forward_returns_each_rows_maximum_and_total():
     scores2 = scores * math.log2(math.e)
     assert torch.all(m[..., 0] <= scores2.amax(dim=-1) + 1e-12)
     first_tiles = scores2[:, :4, :5].amax(dim=-1)  # rows 0-3 over keys 0-4
-    torch.testing.assert_close(m[:, :4, 0], first_tiles, rtol=0, atol=1e-12)
+    torch.testing.assert_close(m[:, :4, 0], first_tiles, **FLOAT64)
     lse = ((m + total.log2()) * math.log(2))[..., 0]  # never formed by the backward pass
-    torch.testing.assert_close(lse, torch.logsumexp(scores, dim=-1), rtol=0, atol=1e-12)
-    torch.testing.assert_close(out, torch.softmax(scores, -1) @ v, rtol=0, atol=1e-12)
+    torch.testing.assert_close(lse, torch.logsumexp(scores, dim=-1), **FLOAT64)
+    torch.testing.assert_close(out, torch.softmax(scores, -1) @ v, **FLOAT64)
 
 
 def test_fully_masked_rows_give_zeros_and_a_zero_total():
@@ -271,7 +271,7 @@ def test_triton_backend_without_triton_says_how_to_install(monkeypatch):
     ):
         al.flash_attention(q, k, v, backend="triton")
     # "auto" falls back to the tiled path without a word
-    np.testing.assert_allclose(al.flash_attention(q, k, v).numpy(), torch_sdpa(q, k, v), atol=1e-12)
+    np.testing.assert_allclose(al.flash_attention(q, k, v).numpy(), torch_sdpa(q, k, v), **FLOAT64)
 
 
 def test_auto_never_imports_triton_for_numpy_or_cpu_tensors():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support import make, to_numpy
+from support import FLOAT64, make, to_numpy
 
 from attention_lib import entmax15, softmax, softmax1, sparsemax
 from attention_lib.normalisers import entmax15_backward, sparsemax_backward
@@ -92,7 +92,7 @@ def test_softmax1_rows_sum_to_less_than_one(lib):
     np.testing.assert_allclose(out[0], [1 / 3, 1 / 3], rtol=1e-12)  # e^0 / (1 + 2 e^0)
     assert out[1].sum() < 1e-20  # nothing worth attending: the head abstains
     np.testing.assert_array_equal(out[2], [0.0, 0.0])
-    np.testing.assert_allclose(out[3], [1.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(out[3], [1.0, 0.0], **FLOAT64)
 
 
 # Martins and Astudillo (2016), section 2: sparsemax of (z, 0) is (1, 0) for z >= 1
@@ -100,7 +100,7 @@ def test_softmax1_rows_sum_to_less_than_one(lib):
 @pytest.mark.parametrize("z", [-2.0, -0.5, 0.0, 0.3, 1.0, 3.0])
 def test_sparsemax_two_dimensional_closed_form(lib, z):
     expected = [1.0, 0.0] if z >= 1 else [0.0, 1.0] if z <= -1 else [(1 + z) / 2, (1 - z) / 2]
-    np.testing.assert_allclose(to_numpy(sparsemax(asarray([z, 0.0], lib))), expected, atol=1e-12)
+    np.testing.assert_allclose(to_numpy(sparsemax(asarray([z, 0.0], lib))), expected, **FLOAT64)
 
 
 def test_sparsemax_and_entmax_give_exact_zeros(lib):
@@ -116,7 +116,7 @@ def test_sparsemax_and_entmax_give_exact_zeros(lib):
 def test_entmax15_two_dimensional_closed_form(lib):
     # 1.5-entmax of (t, 0): p1 solves (t/2 - tau) ... ; for t = 0 it is uniform, for t >= 2 one-hot
     np.testing.assert_allclose(to_numpy(entmax15(asarray([0.0, 0.0], lib))), [0.5, 0.5])
-    np.testing.assert_allclose(to_numpy(entmax15(asarray([2.0, 0.0], lib))), [1.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(to_numpy(entmax15(asarray([2.0, 0.0], lib))), [1.0, 0.0], **FLOAT64)
 
 
 @pytest.mark.parametrize("fn_name", ["sparsemax", "entmax15"])
@@ -127,7 +127,7 @@ def test_sparse_maps_match_the_entmax_package(fn_name):
     x = torch.from_numpy(np.random.default_rng(3).normal(scale=2.0, size=(50, 7)))
     ours = {"sparsemax": sparsemax, "entmax15": entmax15}[fn_name](x)
     theirs = getattr(entmax, fn_name)(x, dim=-1)
-    torch.testing.assert_close(ours, theirs, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(ours, theirs, **FLOAT64)
 
 
 # ---------------------------------------------------------------- large offsets (issue: float32)
@@ -184,11 +184,11 @@ def test_gradients_at_ties_match_the_entmax_packages_backward(fn_name, length):
     (ours,) = torch.autograd.grad(ours_fn(x_ours), x_ours, upstream)
     (theirs,) = torch.autograd.grad(getattr(entmax, fn_name)(x_theirs, dim=-1), x_theirs, upstream)
     assert torch.isfinite(ours).all()
-    torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(ours, theirs, **FLOAT64)
     # numpy has no autograd: the same closed form, called directly
     backward = {"sparsemax": sparsemax_backward, "entmax15": entmax15_backward}[fn_name]
     by_hand = backward(ours_fn(rows.numpy()), upstream.numpy())
-    np.testing.assert_allclose(by_hand, theirs.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(by_hand, theirs.numpy(), **FLOAT64)
 
 
 @pytest.mark.parametrize("fn", [sparsemax, entmax15], ids=["sparsemax", "entmax15"])

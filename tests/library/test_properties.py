@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import to_numpy, torch_sdpa
+from support import FLOAT64, to_numpy, torch_sdpa
 
 from attention_lib import flash_attention, scaled_dot_product_attention
 
@@ -104,7 +104,7 @@ def test_reference_matches_pytorch(problem):
     else:
         query = kw["query"] if oracle["query"] is None else oracle["query"]
         expected = torch_sdpa(**{**kw, "attn_mask": oracle["attn_mask"], "query": query})
-    np.testing.assert_allclose(to_numpy(out), expected, atol=1e-10, rtol=1e-10)
+    np.testing.assert_allclose(to_numpy(out), expected, **FLOAT64)
 
 
 @SETTINGS

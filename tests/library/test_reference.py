@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from support import as_lib, make, qkv, to_numpy, torch_sdpa
+from support import FLOAT64, as_lib, make, qkv, to_numpy, torch_sdpa
 
 from attention_lib import AttentionMemoryError, attention_weights, scaled_dot_product_attention
 
@@ -42,7 +42,7 @@ def test_explicit_scale_is_used_as_given(lib, scale):
     q, k, v = qkv(lib)
     out = to_numpy(sdpa(q, k, v, scale=scale))
     np.testing.assert_allclose(out, manual(*map(to_numpy, (q, k, v)), scale), rtol=1e-12)
-    np.testing.assert_allclose(out, torch_sdpa(q, k, v, scale=scale), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(out, torch_sdpa(q, k, v, scale=scale), **FLOAT64)
     if scale == 0.0:  # every key scores the same: the plain mean of the values
         np.testing.assert_allclose(
             out, np.broadcast_to(to_numpy(v).mean(-2, keepdims=True), out.shape)
@@ -79,7 +79,7 @@ def test_masks_broadcast_from_any_broadcastable_shape(mask_shape, kind):
     # PyTorch wants at least (L, S); the same mask, broadcast that far, is the oracle's input
     oracle_mask = np.broadcast_to(mask, np.broadcast_shapes(mask.shape, (5, 7)))
     np.testing.assert_allclose(
-        sdpa(q, k, v, attn_mask=mask), torch_sdpa(q, k, v, attn_mask=oracle_mask), atol=1e-12
+        sdpa(q, k, v, attn_mask=mask), torch_sdpa(q, k, v, attn_mask=oracle_mask), **FLOAT64
     )
 
 
@@ -97,7 +97,7 @@ def test_causal_is_the_top_left_lower_triangle(lib, length, keys):
     out = to_numpy(sdpa(q, k, v, is_causal=True))
     tril = np.tril(np.ones((length, keys), dtype=bool))
     np.testing.assert_allclose(out, to_numpy(sdpa(q, k, v, attn_mask=as_lib(tril, lib))))
-    np.testing.assert_allclose(out, torch_sdpa(q, k, v, is_causal=True), atol=1e-12)
+    np.testing.assert_allclose(out, torch_sdpa(q, k, v, is_causal=True), **FLOAT64)
 
 
 def test_mask_with_is_causal_is_an_error_saying_mutually_exclusive():
@@ -143,7 +143,7 @@ def test_ranks_two_to_five_give_query_shape_with_value_width(lib, rank):
     q, k, v = qkv(lib, batch=batch, value_width=6)
     out = sdpa(q, k, v)
     assert tuple(out.shape) == (*tuple(q.shape[:-1]), 6)
-    np.testing.assert_allclose(to_numpy(out), torch_sdpa(q, k, v), atol=1e-12)
+    np.testing.assert_allclose(to_numpy(out), torch_sdpa(q, k, v), **FLOAT64)
 
 
 def test_rank_one_is_a_clear_error():
@@ -176,16 +176,16 @@ def test_zero_head_width_gives_the_mean_of_the_values(lib):
     q, k, v = qkv(lib, width=0)
     out = to_numpy(sdpa(q, k, v))
     np.testing.assert_allclose(out, np.broadcast_to(to_numpy(v).mean(-2, keepdims=True), out.shape))
-    np.testing.assert_allclose(out, torch_sdpa(q, k, v), atol=1e-12)
+    np.testing.assert_allclose(out, torch_sdpa(q, k, v), **FLOAT64)
 
 
 def test_grouped_query_attention_repeats_key_value_heads(lib):
     q = make((2, 6, 5, 4), lib)
     k, v = make((2, 3, 7, 4), lib, seed=1), make((2, 3, 7, 2), lib, seed=2)
     out = to_numpy(sdpa(q, k, v, enable_gqa=True))
-    np.testing.assert_allclose(out, torch_sdpa(q, k, v, enable_gqa=True), atol=1e-12)
+    np.testing.assert_allclose(out, torch_sdpa(q, k, v, enable_gqa=True), **FLOAT64)
     # query heads 0 and 1 share key/value head 0 (repeat_interleave, not tile)
-    np.testing.assert_allclose(out[:, 1], to_numpy(sdpa(q[:, 1], k[:, 0], v[:, 0])), atol=1e-12)
+    np.testing.assert_allclose(out[:, 1], to_numpy(sdpa(q[:, 1], k[:, 0], v[:, 0])), **FLOAT64)
 
 
 def test_grouped_heads_must_divide():
@@ -201,7 +201,7 @@ def test_grouped_heads_must_divide():
 def test_single_key_value_head_broadcasts_without_gqa(lib):
     q = make((2, 6, 5, 4), lib)
     k, v = make((2, 1, 7, 4), lib, seed=1), make((2, 1, 7, 2), lib, seed=2)
-    np.testing.assert_allclose(to_numpy(sdpa(q, k, v)), torch_sdpa(q, k, v), atol=1e-12)
+    np.testing.assert_allclose(to_numpy(sdpa(q, k, v)), torch_sdpa(q, k, v), **FLOAT64)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from support import as_lib, make, to_numpy
+from support import FLOAT64, as_lib, make, to_numpy
 
 import attention_lib as al
 from attention_lib import variants
@@ -109,7 +109,7 @@ def test_the_sigmoid_and_differential_figure_draws_the_library_weights():
     weights = sigmoid_differential_weights(q, k, lam=0.5)
     assert list(weights) == ["softmax", "sigmoid", "differential, λ = 0.5"]
     assert np.allclose(weights["sigmoid"], variants.sigmoid_weights(q, k), atol=0)
-    assert np.allclose(weights["differential, λ = 0.5"].sum(-1), 0.5, atol=1e-12)
+    assert np.allclose(weights["differential, λ = 0.5"].sum(-1), 0.5, **FLOAT64)
     assert np.allclose(weights["softmax"], al.softmax(q @ k.T / 4), atol=1e-15)
     line = sigmoid_differential_headline(weights)
     parts = line.split("; ")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support import make, qkv, to_numpy
+from support import FLOAT64, make, qkv, to_numpy
 
 from attention_lib import flash_attention, scaled_dot_product_attention
 from attention_lib.flash import key_blocks
@@ -59,7 +59,7 @@ def test_edge_sizes_match_the_reference(lib):
         out = flash_attention(q, k, v, block_q=3, block_k=2)
         expected = scaled_dot_product_attention(q, k, v)
         assert tuple(out.shape) == tuple(expected.shape)
-        np.testing.assert_allclose(to_numpy(out), to_numpy(expected), atol=1e-12)
+        np.testing.assert_allclose(to_numpy(out), to_numpy(expected), **FLOAT64)
 
 
 def test_grouped_heads_and_explicit_scale(lib):
@@ -97,10 +97,10 @@ def test_skipped_tiles_are_not_computed(lib):
     out = to_numpy(flash_attention(q, k, v, is_causal=True, block_q=2, block_k=4))
     assert np.isfinite(out).all()
     expected = scaled_dot_product_attention(q[:, :], k[:4], v[:4], is_causal=True)
-    np.testing.assert_allclose(out, to_numpy(expected), atol=1e-12)
+    np.testing.assert_allclose(out, to_numpy(expected), **FLOAT64)
     # the reference path computes them but reads no hidden value (attention_lib.nonfinite)
     whole = scaled_dot_product_attention(q, k, v, is_causal=True)
-    np.testing.assert_allclose(to_numpy(whole), out, atol=1e-12)
+    np.testing.assert_allclose(to_numpy(whole), out, **FLOAT64)
 
 
 def test_the_fraction_of_scores_computed_falls_to_half_as_causal_key_blocks_shrink():

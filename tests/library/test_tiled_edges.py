@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from support import make, qkv, to_numpy
+from support import FLOAT64, make, qkv, to_numpy
 
 import attention_lib as al
 from attention_lib.flash import torch_tiled
@@ -173,7 +173,7 @@ def test_a_non_finite_value_at_a_causally_masked_position_is_never_read(lib, bad
     expected = to_numpy(al.scaled_dot_product_attention(q[:, :4], k, clean, is_causal=True))
     for block_q, block_k in BLOCKS:
         out = to_numpy(tiled(q, k, v, is_causal=True, block_q=block_q, block_k=block_k))
-        np.testing.assert_allclose(out[:, :4], expected, atol=1e-12)
+        np.testing.assert_allclose(out[:, :4], expected, **FLOAT64)
         assert not np.isfinite(out[:, 4:]).any()  # rows 4, 5 see it
 
 
@@ -190,7 +190,7 @@ def test_non_finite_keys_and_values_at_masked_positions_reach_no_gradient(thread
     for block_q, block_k in BLOCKS:
         out = tiled(q, k, v, is_causal=True, block_q=block_q, block_k=block_k)
         for got, w in zip(grads(out, (q, k, v), upstream), want, strict=True):
-            torch.testing.assert_close(got, w, rtol=0, atol=1e-12)  # key 6: zero gradients
+            torch.testing.assert_close(got, w, **FLOAT64)  # key 6: zero gradients
 
 
 @pytest.mark.parametrize("kind", ["bool", "float"])
@@ -207,7 +207,7 @@ def test_a_nan_key_under_a_mask_is_never_read(lib, threads, kind):
     expected = to_numpy(al.flash_attention(q, clean, v, attn_mask=mask, block_q=2, block_k=3))
     for block_q, block_k in BLOCKS:
         out = to_numpy(tiled(q, k, v, attn_mask=mask, block_q=block_q, block_k=block_k))
-        np.testing.assert_allclose(out, expected, atol=1e-12)
+        np.testing.assert_allclose(out, expected, **FLOAT64)
         np.testing.assert_array_equal(out[:, 3], 0.0)
 
 
@@ -286,7 +286,7 @@ def test_threads_give_the_serial_result_with_masks_broadcast_and_gradients(monke
     monkeypatch.setattr(torch_tiled, "PARALLEL_MIN_SCORES", 0)
     monkeypatch.setattr(torch_tiled.workers, "thread_count", lambda: 3)
     for got, want in zip(run(), serial, strict=True):
-        torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+        torch.testing.assert_close(got, want, **FLOAT64)
 
 
 # ---------------------------------------------------------------- the lazy shift

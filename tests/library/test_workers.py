@@ -8,7 +8,7 @@ import threading
 
 import pytest
 import torch
-from support import make
+from support import FLOAT64, make
 
 import attention_lib as al
 from attention_lib.flash import torch_tiled, workers
@@ -82,7 +82,7 @@ def test_calls_from_several_threads_at_once_give_the_serial_results(monkeypatch)
     for thread in threads:
         thread.join()
     for got, want in zip(results, expected, strict=True):
-        torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+        torch.testing.assert_close(got, want, **FLOAT64)
 
 
 def test_a_forked_child_starts_threads_of_its_own():

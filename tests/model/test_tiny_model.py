@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from support import FLOAT64
 
 from attention_lib.model.catalogue import TRAINED
 from attention_lib.model.tiny_model import (
@@ -70,7 +71,7 @@ def test_gradients_flow_through_every_attention_call():
         model(tokens(batch=2), attention=impl).logsumexp(-1).sum().backward()
         grads[impl] = model.blocks[0].attn.query.weight.grad
     for impl, g in grads.items():
-        assert torch.allclose(g, grads["model"], atol=1e-10), impl
+        assert torch.allclose(g, grads["model"], **FLOAT64), impl
 
 
 @pytest.mark.parametrize(

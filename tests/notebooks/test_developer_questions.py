@@ -21,7 +21,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
-from support import run_cells
+from support import FLOAT64, run_cells
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right, causal_upper_left
 
@@ -87,11 +87,11 @@ def test_one_boolean_mask_for_padding_and_causality_keeps_the_padding_out(page):
     mask, out = ns["mask"], ns["out"]
     assert mask.dtype == torch.bool and mask.shape == (2, 1, 6, 6)
     assert mask.any(dim=-1).all()  # no query is left without a key
-    assert torch.allclose(out[1:, :, :4], ns["alone"], rtol=0, atol=1e-12)
+    assert torch.allclose(out[1:, :, :4], ns["alone"], **FLOAT64)
     k, v = ns["kp"].clone(), ns["vp"].clone()
     k[1, :, 4:], v[1, :, 4:] = 100.0, -100.0  # whatever sits in the padding
     moved = F.scaled_dot_product_attention(ns["qp"], k, v, attn_mask=mask)
-    assert torch.allclose(moved, out, rtol=0, atol=1e-12)
+    assert torch.allclose(moved, out, **FLOAT64)
     assert all(line.endswith("True") for line in page.printed[PADDING])
 
 
