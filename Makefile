@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab reset test test-soak lint format notebooks bench clean bench-latency gpu-check gpu-wheels model
+.PHONY: lab reset test test-soak test-compile lint format notebooks bench clean bench-latency gpu-check gpu-wheels model
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ test: lint
 # 15 minutes on a shared 2-core machine); CI runs them after `make test`.
 test-soak: $(STAMP)
 	$(BIN)/python -m pytest -m soak tests/browser
+
+# The Triton compiles make test leaves to the front end: widths 16 and 32 whole to a cubin
+# for sm_80 and sm_90 (tests/triton/test_triton_compile.py --narrow); CI runs it.
+test-compile: $(STAMP)
+	TRITON_INTERPRET=0 $(BIN)/python tests/triton/test_triton_compile.py --narrow --check > /dev/null
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -21,7 +21,8 @@ Two depths, both failing on any compile error:
   widest (256, the most shared memory) in float16 with it, and in float32
   at width 64 (its products run on the FMA units, the same code for both
   targets: sm_80 only); the δ kernel at 64 and 128. Widths 16 and 32 share
-  the code paths of 64 and are compiled whole by ``--full``. This checks layouts,
+  the code paths of 64: ``make test-compile`` (CI runs it after ``make
+  test``) compiles them whole, and ``--full`` compiles everything whole. This checks layouts,
   matrix-product instructions, software pipelining, and the shared memory
   each program needs against the target's limit. A whole compile takes
   seconds of CPU (float32's backward more than ten), so the other
@@ -60,6 +61,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # compute capability, and the most shared memory one program (block) may use, in bytes
 TARGETS = {"sm_80": (80, 163 * 1024), "sm_90": (90, 227 * 1024)}
 FULL_WIDTHS = (64, 128)  # the benchmark's head widths: every 16-bit choice compiled whole
+#: compiled whole by ``make test-compile`` (CI, after make test: --narrow), front end here
+NARROW_WIDTHS = (16, 32)
 DTYPE_NAMES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 
 
@@ -92,8 +95,9 @@ class Config:
         return f"{self.arch}-{mode}-{self.kernel}-{widths}-{self.dtype}-{causal}-{tile}{extra}"
 
 
-def configurations(whole_everywhere: bool = False) -> list[Config]:
-    """Every compile to check, derived from the launcher's tile table."""
+def configurations(whole_everywhere: bool = False, narrow: bool = False) -> list[Config]:
+    """Every compile to check, derived from the launcher's tile table; ``narrow``: also
+    whole at `NARROW_WIDTHS`, float16 causal (``make test-compile``)."""
     from attention_lib.flash.triton.configs import (
         DELTA_TILE,
         DTYPES,
@@ -112,7 +116,8 @@ def configurations(whole_everywhere: bool = False) -> list[Config]:
         if head_dim in FULL_WIDTHS:  # the benchmark's widths: float16 both ways, bfloat16 causal
             return dtype == "float16" or causal
         # the widest tile (most shared memory) too; narrower ones share its code paths
-        return dtype == "float16" and causal and head_dim > max(FULL_WIDTHS)
+        wide = head_dim > max(FULL_WIDTHS) or (narrow and head_dim in NARROW_WIDTHS)
+        return dtype == "float16" and causal and wide
 
     configs = []
     for arch in TARGETS:
@@ -135,6 +140,7 @@ def configurations(whole_everywhere: bool = False) -> list[Config]:
         for head_dim in HEAD_DIMS:
             for dtype in DTYPES:
                 flag = whole_everywhere or head_dim in FULL_WIDTHS
+                flag = flag or (narrow and head_dim in NARROW_WIDTHS)
                 configs.append(Config("delta", head_dim, head_dim, dtype, False, delta, arch, flag))
         # padded widths (E < HEAD_DIM), E != Ev, lengths that are not multiples of 16,
         # heads inside the rows (B, L, H, E), and features that are not contiguous
@@ -302,13 +308,31 @@ if __name__ == "__main__":
     parser.add_argument("--full", action="store_true", help="every configuration to a cubin")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--match", default="", help="only configurations whose name has this")
+    parser.add_argument(
+        "--narrow", action="store_true", help="only the whole compiles at widths 16 and 32"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1, naming each, if a compile fails or overflows"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     start = time.perf_counter()
-    todo = [c for c in configurations(args.full) if args.match in c.name]
+    todo = [c for c in configurations(args.full, args.narrow) if args.match in c.name]
+    if args.narrow:
+        todo = [c for c in todo if c.whole and c.width in NARROW_WIDTHS]
     results = run(todo, args.jobs)
     wall = time.perf_counter() - start
     print(json.dumps({"results": results, "wall_s": wall, "jobs": args.jobs}))
+    if args.check:
+        bad = [f"{n}: {r['error']}" for n, r in results.items() if r["error"]]
+        bad += [
+            f"{n}: {r['shared']} bytes of shared memory per program, over the target's"
+            for n, r in results.items()
+            if r["shared"] is not None and r["shared"] > TARGETS[n.split("-")[0]][1]
+        ]
+        print("\n".join([*bad, f"{len(results) - len(bad)} of {len(results)} compiles passed"]),
+              file=sys.stderr)  # fmt: skip
+        sys.exit(1 if bad else 0)
     sys.exit(0)
 
 
@@ -345,6 +369,17 @@ def test_fits_the_targets_shared_memory(compiled, name):
         f"{name} needs {result['shared']} bytes of shared memory per program, "
         f"over {arch}'s {TARGETS[arch][1]}"
     )
+
+
+def test_make_test_compile_compiles_the_narrow_widths_whole():
+    """What make test leaves to the front end at widths 16 and 32 is whole under --narrow."""
+    here = {c.name for c in configurations() if c.whole}
+    narrow = {c.name: c for c in configurations(narrow=True) if c.whole}
+    added = [c for name, c in narrow.items() if name not in here]
+    assert here <= set(narrow)
+    assert {c.width for c in added} == set(NARROW_WIDTHS)
+    assert {c.kernel for c in added} == {"forward", "dkdv", "dq", "delta"}
+    assert {c.arch for c in added} == set(TARGETS)
 
 
 def test_every_table_entry_is_compiled():
