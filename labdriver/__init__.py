@@ -19,7 +19,7 @@ By job:
   read the cells' outputs, list the explorers' controls in the page, move one
   control and wait for the figure to redraw, and ask the notebook's own kernel
   what its explorers now hold (`NotebookPage.probe`, whose kernel side is
-  ``kernel_probe.py``); `restart_and_run_all`, `save_notebook`.
+  ``kernel_probe.py``); `restart`, `restart_and_run_all`, `save_notebook`.
 - `views` (`widget_outputs`, `layout`, `frame_trace`): what the page shows.
 - `sources`: the JavaScript the page runs, kept in ``js/*.js``, and the
   kernel's program, loaded from their files. `repo`: where the course is.
@@ -60,6 +60,7 @@ from .page import (
     NotebookPage,
     RedrawTimeout,
     open_notebook,
+    restart,
     restart_and_run_all,
     save_notebook,
 )
@@ -102,6 +103,7 @@ __all__ = [
     "numbered_notebooks",
     "open_notebook",
     "random_token",
+    "restart",
     "restart_and_run_all",
     "running_lab",
     "save_notebook",

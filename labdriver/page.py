@@ -4,7 +4,7 @@
 reads the cells' outputs, lists the explorers' controls in the page, moves one
 control and waits for its figure to redraw (`NotebookPage.move`), and asks the
 notebook's own kernel what its explorers now hold (`NotebookPage.probe`).
-`restart_and_run_all` and `save_notebook` are the kernel's and the file's
+`restart`, `restart_and_run_all` and `save_notebook` are the kernel's and the file's
 commands. The JavaScript it runs in the page is in ``js/`` (`sources.js`);
 every wait follows an event the page can see (see the package's docstring),
 and a wait that runs out raises `RedrawTimeout` saying which step never
@@ -33,6 +33,7 @@ __all__ = [
     "NotebookPage",
     "RedrawTimeout",
     "open_notebook",
+    "restart",
     "restart_and_run_all",
     "save_notebook",
 ]
@@ -345,15 +346,24 @@ def save_notebook(page: NotebookPage, timeout_ms: float = 30_000) -> None:
     page.page.wait_for_function(_JS_SAVED, timeout=timeout_ms, polling=250)
 
 
+def restart(page: NotebookPage, timeout_s: float = 300) -> None:
+    """Kernel ▸ Restart Kernel, and wait until the new kernel is idle.
+
+    What the old kernel was still asked is forgotten by the waits (it will
+    never answer: ``js/track_kernel.js``), as JupyterLab forgets it.
+    """
+    page.page.evaluate(_JS_RESTART)
+    page.page.wait_for_function(_JS_KERNEL_IDLE, timeout=timeout_s * 1000, polling=250)
+
+
 def restart_and_run_all(page: NotebookPage, timeout_s: float = 300) -> float:
-    """Restart the notebook's kernel, wait until it is idle, then `NotebookPage.run_all`. Seconds.
+    """`restart`, then `NotebookPage.run_all`. Seconds.
 
     The restart is awaited first: JupyterLab's "restart and run all" command
     queues the cells only once the new kernel is up, and until then the page
     looks finished (idle, every cell with an execution count).
     """
     start = time.monotonic()
-    page.page.evaluate(_JS_RESTART)
-    page.page.wait_for_function(_JS_KERNEL_IDLE, timeout=timeout_s * 1000, polling=250)
+    restart(page, timeout_s)
     page.run_all(timeout_s)
     return time.monotonic() - start

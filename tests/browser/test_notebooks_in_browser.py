@@ -52,7 +52,7 @@ from attention_lib.lessons.crowded_room import changed_hands, three_steps
 from attention_lib.lessons.scaling import weight_stats
 from attention_lib.normalisers import softmax_jacobian
 from attention_lib.scales import scale_for, turn_volume
-from labdriver import RedrawTimeout
+from labdriver import RedrawTimeout, restart
 
 pytestmark = pytest.mark.browser
 
@@ -686,3 +686,30 @@ def test_every_registered_explorer_has_a_check() -> None:
         f"CHECKS {sorted(CHECKS)} and the explorer registry {sorted(e.name for e in REGISTRY)} "
         "differ: an explorer is added in explorers/registry.py and checked here"
     )
+
+
+# A cell that sleeps for ten minutes, and two requests queued behind it.
+_SEND_QUEUED = """() => {
+  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  kernel.requestExecute({code: 'import time; time.sleep(600)', silent: true});
+  kernel.requestCommInfo({target_name: 'jupyter.widget'}).catch(() => {});
+  kernel.requestExecute({code: '1', silent: true});
+}"""
+_BUSY = """() =>
+  window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status === 'busy'"""
+
+
+@pytest.mark.notebooks(only=lambda name: name.startswith("00_"))
+def test_a_restart_ends_the_waits_for_what_the_old_kernel_never_answered(notebook) -> None:
+    """A request still queued when the kernel restarts never gets its idle status (the
+    running one does: ipykernel ends it at shutdown); the waits must not expect it.
+
+    A soak once waited 300 s for the widget manager's ``comm_info_request``, sent just
+    after the page looked ready and cut off by the restart that began the first run.
+    (Last in this file: it leaves the notebook's kernel restarted.)
+    """
+    notebook.page.evaluate(_SEND_QUEUED)
+    notebook.page.wait_for_function(_BUSY, timeout=60_000, polling=100)
+    restart(notebook, timeout_s=120)
+    notebook.quiet(timeout_ms=60_000)  # raises RedrawTimeout naming what it still awaits
+    assert notebook.execute("print(6 * 7)").strip() == "42"  # the new kernel answers
