@@ -44,7 +44,7 @@ test: lint
 
 # Repeated whole-notebook runs in a real browser, every notebook with an explorer, with a
 # second learner's lab loading the machine (tests/browser/test_no_blank_explorer.py: about
-# 15 minutes on a shared 2-core machine); CI runs them after `make test`.
+# 8 to 9 minutes on a 2-core machine doing other work); CI runs them after `make test`.
 test-soak: $(STAMP)
 	$(BIN)/python -m pytest -m soak tests/browser
 
