@@ -91,10 +91,12 @@ def rounded(x, DTYPE: tl.constexpr, WIDEN: tl.constexpr):
     """float32 ``x`` rounded to DTYPE, to nearest with ties to even.
 
     With WIDEN (bfloat16 in Triton's interpreter, whose float32 -> bfloat16
-    cast truncates) the rounding is done on the bits and the result, exactly
-    a bfloat16 number, stays in float32.
+    cast truncates) the rounding to bfloat16 is done on the bits and the
+    result, exactly a bfloat16 number, stays in float32. A float32 DTYPE
+    (a gradient kept in float32 for a broadcast sum) leaves x as it is,
+    WIDEN or not.
     """
-    if WIDEN:
+    if WIDEN and DTYPE == tl.bfloat16:
         bits = x.to(tl.uint32, bitcast=True)
         bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
         y = bits.to(tl.float32, bitcast=True)
