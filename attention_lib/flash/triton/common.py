@@ -115,6 +115,28 @@ def rounded(x, DTYPE: tl.constexpr, WIDEN: tl.constexpr):
 
 
 @triton.jit
+def _parts(x, DTYPE: tl.constexpr, WIDEN: tl.constexpr, PARTS: tl.constexpr):
+    """(hi, lo): float32 ``x`` as `split_dot` multiplies it (lo unused unless two parts)."""
+    hi = rounded(x, DTYPE, WIDEN)  # (M, N)
+    lo = hi
+    if PARTS == 2 and DTYPE != tl.float32:  # float32's x - hi is 0: nothing to add
+        wide = hi.to(tl.float32)  # (M, N)
+        rest = tl.where(tl.abs(wide) < float("inf"), x - wide, 0.0)  # (M, N), exact
+        lo = rounded(rest, DTYPE, WIDEN)  # (M, N), what hi left out
+    return hi, lo
+
+
+@triton.jit
+def _dot_parts(hi, lo, b, acc, DTYPE: tl.constexpr, PRECISION: tl.constexpr,
+               PARTS: tl.constexpr):  # fmt: skip
+    """``acc + (hi + lo) @ b`` as one or two products (`_parts`)."""
+    acc = tl.dot(hi, b, acc, input_precision=PRECISION)  # (M, K)
+    if PARTS == 2 and DTYPE != tl.float32:
+        acc = tl.dot(lo, b, acc, input_precision=PRECISION)  # (M, K)
+    return acc
+
+
+@triton.jit
 def split_dot(x, b, acc, DTYPE: tl.constexpr, WIDEN: tl.constexpr, PRECISION: tl.constexpr,
               PARTS: tl.constexpr):  # fmt: skip
     """``acc + x @ b`` for float32 ``x`` (M, N) rounded to DTYPE, as PARTS 16-bit products.
@@ -130,16 +152,10 @@ def split_dot(x, b, acc, DTYPE: tl.constexpr, WIDEN: tl.constexpr, PRECISION: tl
     (tests/triton/test_triton_flash.py). Where hi overflows to ±inf, lo is
     0 (not x - hi = ∓inf, which would make the sum NaN). float32 DTYPE:
     one product, x as it is. b (N, K) is in DTYPE (float32 holding DTYPE's
-    numbers with WIDEN).
+    numbers with WIDEN); acc (M, K) float32.
     """
-    hi = rounded(x, DTYPE, WIDEN)  # (M, N)
-    acc = tl.dot(hi, b, acc, input_precision=PRECISION)  # (M, K)
-    if PARTS == 2 and DTYPE != tl.float32:  # float32's x - hi is 0: nothing to add
-        wide = hi.to(tl.float32)  # (M, N)
-        rest = tl.where(tl.abs(wide) < float("inf"), x - wide, 0.0)  # (M, N), exact
-        lo = rounded(rest, DTYPE, WIDEN)  # (M, N), what hi left out
-        acc = tl.dot(lo, b, acc, input_precision=PRECISION)  # (M, K)
-    return acc
+    hi, lo = _parts(x, DTYPE, WIDEN, PARTS)  # (M, N) each
+    return _dot_parts(hi, lo, b, acc, DTYPE, PRECISION, PARTS)  # (M, K)
 
 
 @triton.jit
@@ -152,16 +168,20 @@ def seen_dot(a, b, acc, seen, DTYPE: tl.constexpr, WIDEN: tl.constexpr, PRECISIO
     in every row. When b holds a non-finite entry, the product takes it as
     0 and a second product counts, per output entry, the non-finite entries
     of b it sees: those entries become NaN (rule (c) of
-    `attention_lib.nonfinite`). Finite b costs one check and `split_dot`.
+    `attention_lib.nonfinite`). Finite b costs one check and `split_dot`'s
+    products. a is split once, before the check: split in each branch, the
+    one-part forward kernel took 8 KiB more shared memory on sm_80 (this
+    way its PTX is what it was when it rounded its weights itself).
     """
+    hi, lo = _parts(a, DTYPE, WIDEN, PARTS)  # (M, N) each
     bad = (b != b) | (tl.abs(b) == float("inf"))  # (N, K)
     if tl.max(tl.max(bad.to(tl.int32), 1), 0) > 0:
         finite = tl.where(bad, 0.0, b).to(b.dtype)  # (N, K)
-        acc = split_dot(a, finite, acc, DTYPE, WIDEN, PRECISION, PARTS)  # (M, K)
+        acc = _dot_parts(hi, lo, finite, acc, DTYPE, PRECISION, PARTS)  # (M, K)
         hits = tl.dot(seen.to(b.dtype), bad.to(b.dtype), input_precision=PRECISION)  # (M, K)
         acc = tl.where(hits > 0, float("nan"), acc)  # (M, K)
     else:
-        acc = split_dot(a, b, acc, DTYPE, WIDEN, PRECISION, PARTS)  # (M, K)
+        acc = _dot_parts(hi, lo, b, acc, DTYPE, PRECISION, PARTS)  # (M, K)
     return acc
 
 
