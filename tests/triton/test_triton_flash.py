@@ -446,6 +446,52 @@ def _empty():
     return results
 
 
+def _split_dot():
+    """common.split_dot alone on a 16 x 16 tile: its error against float64, once and in two parts.
+
+    x in [0, 1) (weights) times b (N(0, 1) numbers of the dtype); in float16 one entry of x is
+    1e5, past the largest float16: its row of the product, "overflow", must be ±inf, not NaN.
+    """
+    import torch
+    import triton
+    import triton.language as tl
+
+    from attention_lib.flash.triton import common
+    from attention_lib.flash.triton.launch import _widen_bfloat16
+
+    global _common  # the interpreter runs a kernel with its module's globals, not a closure
+    _common = common
+
+    @triton.jit
+    def product(X, B, Out, WIDEN: tl.constexpr, PARTS: tl.constexpr):
+        r = tl.arange(0, 16)
+        x = tl.load(X + r[:, None] * 16 + r[None, :])  # (16, 16) float32
+        b = _common.operand(tl.load(B + r[:, None] * 16 + r[None, :]), WIDEN)  # (16, 16)
+        acc = tl.zeros((16, 16), tl.float32)  # (16, 16)
+        acc = _common.split_dot(x, b, acc, B.dtype.element_ty, WIDEN, "tf32", PARTS)  # (16, 16)
+        tl.store(Out + r[:, None] * 16 + r[None, :], acc)
+
+    results = {}
+    for dtype in HALF_DTYPES:
+        dt = getattr(torch, dtype)
+        g = torch.Generator().manual_seed(31)
+        x = torch.rand(16, 16, generator=g)
+        b = torch.randn(16, 16, generator=g).to(dt)
+        if dtype == "float16":
+            x[3, 5] = 1e5
+        want = x.double() @ b.double()  # (16, 16)
+        finite = torch.isfinite(x.to(dt)).all(1)  # (16,) rows whose x fits the dtype
+        for parts in (1, 2):
+            out = torch.empty(16, 16)
+            product[(1,)](x, b, out, WIDEN=_widen_bfloat16(dt), PARTS=parts)
+            results[f"{dtype}|{parts}"] = {
+                "error": (out.double() - want)[finite].abs().max().item(),
+                "size": want[finite].abs().max().item(),
+                "overflow": [str(v) for v in out[~finite].flatten()[:16].tolist()],
+            }
+    return results
+
+
 def run_in_interpreter():
     """Everything the tests check, measured under TRITON_INTERPRET=1."""
     from attention_lib.flash.triton import launch as triton_launch
@@ -470,6 +516,7 @@ def run_in_interpreter():
         "handed": _handed_to_the_kernels(),
         "refusals": _refusals(),
         "empty": _empty(),
+        "split_dot": _split_dot(),
     }
 
 
@@ -591,6 +638,20 @@ NONFINITE = [
     "query nan",
     "query inf",
 ]
+
+
+@pytest.mark.parametrize(("dtype", "bits"), [("float16", 22), ("bfloat16", 16)])
+def test_split_dot_keeps_the_weights_to_float16_22_bits_and_bfloat16_16(measured, dtype, bits):
+    """Two 16-bit parts hold a float32 weight to about 22 (float16) or 16 (bfloat16)
+    significant bits, where one rounding holds 11 or 8; a weight float16 cannot hold gives
+    an infinite product, as one rounding does, not NaN."""
+    once, split = (measured["split_dot"][f"{dtype}|{parts}"] for parts in (1, 2))
+    # 16 products of |x| < 1 and |b| < 5: each part's rounding costs at most 2^-bits relative
+    assert split["error"] <= 16 * 5 * 2.0**-bits, split
+    assert once["error"] > 2.0 ** (bits // 2 - 4) * split["error"], (once, split)
+    if dtype == "float16":
+        assert split["overflow"] and all(v in ("inf", "-inf") for v in split["overflow"]), split
+        assert once["overflow"] == split["overflow"]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -3,7 +3,7 @@
     configs    the tile table (which tile each kernel runs)
     forward    the forward kernel             (output and row statistics)
     backward   the backward kernels           (δ, then dK and dV, then dQ)
-    common     what the kernels share         (masked loads, rounding, the causal range)
+    common     what the kernels share         (masked loads, rounding, split products, causal range)
     launch     this module: launches them on (B, H, length, width) tensors
 
 Tensors reach the kernels as they are: any strides (transposed layouts,
