@@ -9,7 +9,8 @@
    backend="triton")`` in float16 and bfloat16 (and float32 for three
    cases), for L != S both ways, causal or not, grouped heads, E != Ev,
    head widths 16 to 256, transposed inputs, scores in the hundreds, batches
-   that broadcast apart; each held to FlashAttention's
+   that broadcast apart (in 16 bits the output also as computed for a
+   backward pass, its weights in two parts); each held to FlashAttention's
    rule (at most twice PyTorch's own error against a float64 reference,
    `attention_lib.flash.accuracy`).
 2. The benchmark (`attention_lib.bench.gpu`): our kernels against SDPA's
@@ -159,6 +160,10 @@ def correctness(cases, device: str, float32_cases=None, echo=print) -> list[dict
                 q, k, v = _inputs(shapes, dtype, device, seed=i, transposed=transposed)
                 kwargs = dict(backend="triton", **kw)
                 checks = [forward_check(f"{label} out", q, k, v, **kwargs)]
+                if dtype != "float32":  # the forward for a backward pass: P V in two parts
+                    checks.append(
+                        forward_check(f"{label} out for backward", q, k, v, True, **kwargs)
+                    )
                 g = torch.Generator().manual_seed(100 + i)
                 grad_out = torch.randn((*checks[0].shape,), generator=g)
                 grad_out = grad_out.to(device, getattr(torch, dtype))

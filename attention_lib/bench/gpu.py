@@ -289,8 +289,8 @@ class _Runner:
             if case.mode == "forward":
                 return lambda: tk.flash_forward(q, k, v, causal, scale)
 
-            def kernels() -> None:
-                out, lse = tk.flash_forward(q, k, v, causal, scale)
+            def kernels() -> None:  # the forward for a backward pass: P V in two parts
+                out, lse = tk.flash_forward(q, k, v, causal, scale, for_backward=True)
                 tk.flash_backward(q, k, v, out, lse, do, causal, scale)
 
             return kernels
@@ -390,7 +390,9 @@ def _tune_shape(runner: _Runner, case: GpuCase) -> list[dict[str, Any]]:
         "dkdv": lambda t: tk.dkdv_launch(q, k, v, do, lse, delta, dk, dv, causal, scale, t),
         "dq": lambda t: tk.dq_launch(q, k, v, do, lse, delta, dq, causal, scale, t),
     }
-    # each kernel's matrix products: 2, 4 and 3 of 2·L·S·E FLOPs, halved when causal
+    # each kernel's matrix products: 2, 4 and 3 of 2·L·S·E FLOPs, halved when causal (the
+    # second 16-bit parts of P and dS in dkdv and dq are extra work, not counted, as the
+    # scores' recomputation is not)
     products = {"forward": 2, "dkdv": 4, "dq": 3}
     per_product = 2.0 * case.batch * case.heads * case.length**2 * case.width
     per_product /= 2 if causal else 1

@@ -84,11 +84,16 @@ def _exact(*args: Any, **kw: Any) -> Any:
         return F.scaled_dot_product_attention(*(x.double() for x in args), **kw)
 
 
-def forward_check(name: str, query: Any, key: Any, value: Any, **kw: Any) -> Check:
+def forward_check(
+    name: str, query: Any, key: Any, value: Any, differentiable: bool = False, **kw: Any
+) -> Check:
     """Our output's max |error| against float64, and PyTorch's in the inputs' dtype.
 
     ``kw``: flash_attention's keywords (is_causal, scale, enable_gqa, block_q,
-    block_k, backend).
+    block_k, backend). ``differentiable``: our output is computed as one
+    that autograd will differentiate (inputs requiring grad, grad mode on),
+    which the Triton path computes differently (`flash_forward`'s
+    ``for_backward``); else under ``torch.no_grad()``.
     """
     import torch
     import torch.nn.functional as F
@@ -96,8 +101,13 @@ def forward_check(name: str, query: Any, key: Any, value: Any, **kw: Any) -> Che
     from .dispatch import flash_attention
 
     ours_kw, theirs_kw = _split(kw)
+    if differentiable:
+        leaves = [x.detach().requires_grad_() for x in (query, key, value)]
+        with torch.enable_grad():
+            out = flash_attention(*leaves, **ours_kw).detach()
     with torch.no_grad():
-        out = flash_attention(query, key, value, **ours_kw)
+        if not differentiable:
+            out = flash_attention(query, key, value, **ours_kw)
         exact = _exact(query, key, value, **theirs_kw)
         theirs = F.scaled_dot_product_attention(query, key, value, **theirs_kw)
     if out.dtype != query.dtype or out.shape != exact.shape:

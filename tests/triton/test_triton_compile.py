@@ -31,7 +31,9 @@ Two depths, both failing on any compile error:
 The backward kernels also store float32 gradients for 16-bit inputs (an
 input broadcast along batch dimensions has its per-entry gradients summed
 in float32): those pointer types are other compiles, front end for every
-padded width, whole at width 64, causal.
+padded width, whole at width 64, causal. The forward kernel for a backward
+pass (``for_backward``: 16-bit weights in two parts, one more product) is
+another compile of every 16-bit forward configuration, at the same depth.
 
 The compiles run in a child process (this file run as a script) with one
 worker per core; a compiled kernel lands in Triton's own cache, keyed on its
@@ -81,6 +83,7 @@ class Config:
     length: int = 256  # L = S: a multiple of 16, or not
     layout: str = "bhld"  # bhld (contiguous), blhd (heads inside rows), or strided features
     grads: str = "same"  # the gradients' dtype: the inputs' ("same") or "float32"
+    for_backward: bool = False  # forward: 16-bit weights in two parts, for a backward pass
 
     @property
     def name(self) -> str:
@@ -90,6 +93,7 @@ class Config:
             "" if (self.length, self.layout) == (256, "bhld") else f"-L{self.length}-{self.layout}"
         )
         extra += "" if self.grads == "same" else f"-grads-{self.grads}"
+        extra += "-for-backward" if self.for_backward else ""
         tile = "x".join(map(str, self.tile))
         causal = "causal" if self.causal else "full"
         return f"{self.arch}-{mode}-{self.kernel}-{widths}-{self.dtype}-{causal}-{tile}{extra}"
@@ -125,6 +129,11 @@ def configurations(whole_everywhere: bool = False, narrow: bool = False) -> list
             shape = (tile.block_m, tile.block_n, tile.num_warps, tile.num_stages)
             flag = whole(kernel, head_dim, dtype, causal, tile, arch)
             configs.append(Config(kernel, head_dim, head_dim, dtype, causal, shape, arch, flag))
+            if kernel == "forward" and dtype != "float32":  # P V in two parts: other code
+                configs.append(
+                    Config(kernel, head_dim, head_dim, dtype, causal, shape, arch, flag,
+                           for_backward=True)
+                )  # fmt: skip
         # float32 gradients of 16-bit inputs (broadcast inputs' per-entry gradients)
         for kernel in ("dkdv", "dq"):
             for head_dim in HEAD_DIMS:
@@ -194,7 +203,9 @@ def launch_for(config: Config):
     tile = Tile(*config.tile)
     scale = config.width**-0.5
     if config.kernel == "forward":
-        return tk.forward_launch(q, k, v, out, stats, config.causal, scale, tile)
+        return tk.forward_launch(
+            q, k, v, out, stats, config.causal, scale, tile, config.for_backward
+        )
     if config.kernel == "delta":
         return tk.delta_launch(out, out, delta)
     grad = dtype if config.grads == "same" else getattr(torch, config.grads)

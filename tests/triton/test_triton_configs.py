@@ -26,7 +26,10 @@ def test_the_measured_winners_lead():
     assert choose("forward", 128, "float16", False) == Tile(64, 64, 4, 3)
     assert Tile(128, 128, 8, 3) in candidates("forward", 128, "float16", False)
     assert "432 TFLOP/s" in choose("forward", 64, "float16", False).source
-    assert choose("dkdv", 64, "bfloat16", True).source == "unmeasured"
+    # not timed: the dkdv tile at 64 and dkdv and dq at 256 were chosen for fewer spills
+    assert choose("dkdv", 64, "bfloat16", True).source.startswith("unmeasured")
+    assert "spills" in choose("dq", 256, "float16", False).source
+    assert choose("dq", 128, "float16", False).source == "unmeasured"
 
 
 def test_every_choice_covers_every_kernel_width_dtype_and_causal_setting():

@@ -23,16 +23,27 @@ Triton's fused-attention tutorial: each gradient is written once, so the
 result does not depend on the order programs finish.
 
 As in the forward pass, exp2 replaces exp with log2(e) folded into the
-scale, products accumulate in float32 and their 16-bit operands (P, dS) are
-rounded to the inputs' dtype first, as FlashAttention does. Causal tiles
-wholly above the diagonal are skipped; tiles that cross it, or the end of
-the rows or keys, are masked; the rest load with no mask at all.
+scale and products accumulate in float32. For 16-bit inputs the weights P
+and dS, computed in float32, enter the products dV += Pᵀ dO, dK += dSᵀ Q
+and dQ += dS K as two parts in the inputs' dtype each (`split_dot`: hi =
+round(x), lo = round(x - hi)): the products stay 16-bit tensor-core
+products, and P and dS keep about 22 significant bits in float16 and 16
+in bfloat16 (11 and 8 rounded once; PyTorch's CPU kernel keeps them in
+float32). FlashAttention rounds them once, which made dK 2.3x PyTorch's
+error in tests/triton/test_triton_flash.py; the cost is two more 16-bit
+products per tile in `attention_dkdv` (six, not four) and one in
+`attention_dq` (four, not three). The forward pass that hands its output
+to these kernels splits its weights in the same way (``for_backward``).
+Causal tiles wholly above the diagonal are skipped; tiles that cross it,
+or the end of the rows or keys, are masked; the rest load with no mask at
+all.
 
 Non-finite inputs follow `attention_lib.nonfinite`'s rule: in a masked tile,
 P and dS are 0 wherever a key is hidden (or a row is past the end) whatever
 the scores hold, and in the tiles that cross the diagonal the products
 dS·K (for dQ) and dSᵀ·Q (for dK) take a hidden non-finite key or query as
-0 (`seen_dot`), so a NaN reaches only the gradients of what sees it.
+0 (`seen_dot`, which splits dS as `split_dot` does), so a NaN reaches only
+the gradients of what sees it.
 dQ, dK and dV are stored in the dtype of their buffers: the inputs' own,
 or float32 where the caller sums them over broadcast dimensions.
 """
@@ -42,7 +53,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import key_range, load_tile, operand, rounded, seen_dot, store_tile
+from .common import key_range, load_tile, operand, rounded, seen_dot, split_dot, store_tile
 
 __all__ = ["attention_delta", "attention_dkdv", "attention_dq"]
 
@@ -92,6 +103,7 @@ def _dkdv_rows(
     k (BLOCK_N, HEAD_DIM), v (BLOCK_N, HEAD_DIM_V) are this program's keys;
     ``EDGE`` row tiles may cross the diagonal or the end of the rows.
     """
+    DTYPE = DO.dtype.element_ty  # the inputs' dtype, which P and dS are split into
     dims = tl.arange(0, HEAD_DIM)  # (HEAD_DIM,)
     dims_v = tl.arange(0, HEAD_DIM_V)  # (HEAD_DIM_V,)
     for r0 in range(start, stop, BLOCK_M):
@@ -122,17 +134,18 @@ def _dkdv_rows(
             in_rows, dims_v < EV, EDGE, EV < HEAD_DIM_V,
         )  # fmt: skip  # (BLOCK_M, HEAD_DIM_V)
         do = operand(do, WIDEN)  # (BLOCK_M, HEAD_DIM_V)
-        p_low = rounded(p_t, DO.dtype.element_ty, WIDEN)  # (BLOCK_N, BLOCK_M)
-        dv = tl.dot(p_low, do, dv, input_precision=PRECISION)  # (BLOCK_N, HEAD_DIM_V), += P^T dO
+        # P^T and dS^T enter the products as two 16-bit parts each (`split_dot`): PyTorch
+        # keeps them in float32, and rounded once they cost up to 2.3x its error in dK
+        dv = split_dot(p_t, do, dv, DTYPE, WIDEN, PRECISION, 2)  # (BLOCK_N, HEAD_DIM_V), += P^T dO
         dp_t = tl.dot(v, tl.trans(do), input_precision=PRECISION)  # (BLOCK_N, BLOCK_M), (dO V^T)^T
         ds_t = p_t * (dp_t - delta[None, :])  # (BLOCK_N, BLOCK_M), dS^T / scale
         if EDGE:  # 0 x NaN where a hidden value made dP NaN
             ds_t = tl.where(keep_t, ds_t, 0.0)  # (BLOCK_N, BLOCK_M)
-        ds_low = rounded(ds_t, DO.dtype.element_ty, WIDEN)  # (BLOCK_N, BLOCK_M)
+        q = tl.trans(q_t)  # (BLOCK_M, HEAD_DIM)
         if EDGE and IS_CAUSAL:  # a hidden query row may hold NaN
-            dk = seen_dot(ds_low, tl.trans(q_t), dk, keep_t, PRECISION)  # (BLOCK_N, HEAD_DIM)
+            dk = seen_dot(ds_t, q, dk, keep_t, DTYPE, WIDEN, PRECISION, 2)  # (BLOCK_N, HEAD_DIM)
         else:
-            dk = tl.dot(ds_low, tl.trans(q_t), dk, input_precision=PRECISION)  # (BLOCK_N, HEAD_DIM)
+            dk = split_dot(ds_t, q, dk, DTYPE, WIDEN, PRECISION, 2)  # (BLOCK_N, HEAD_DIM), dS^T Q
     return dk, dv
 
 
@@ -241,6 +254,7 @@ def _dq_keys(
     PRECISION: tl.constexpr, WIDEN: tl.constexpr,
 ):  # fmt: skip
     """Add the key tiles starting in [start, stop) to dQ / scale (BLOCK_M, HEAD_DIM)."""
+    DTYPE = K.dtype.element_ty  # the inputs' dtype, which dS is split into
     dims = tl.arange(0, HEAD_DIM)  # (HEAD_DIM,)
     dims_v = tl.arange(0, HEAD_DIM_V)  # (HEAD_DIM_V,)
     for k0 in range(start, stop, BLOCK_N):
@@ -266,11 +280,12 @@ def _dq_keys(
         ds = p * (dp - delta[:, None])  # (BLOCK_M, BLOCK_N), dS / scale
         if EDGE:  # 0 x NaN where a hidden value made dP NaN
             ds = tl.where(keep, ds, 0.0)  # (BLOCK_M, BLOCK_N)
-        ds = rounded(ds, K.dtype.element_ty, WIDEN)  # (BLOCK_M, BLOCK_N)
+        # dS enters the product as two 16-bit parts (`split_dot`), as in `_dkdv_rows`
+        k = tl.trans(k_t)  # (BLOCK_N, HEAD_DIM)
         if EDGE and IS_CAUSAL:  # a hidden key may hold NaN
-            dq = seen_dot(ds, tl.trans(k_t), dq, keep, PRECISION)  # (BLOCK_M, HEAD_DIM)
+            dq = seen_dot(ds, k, dq, keep, DTYPE, WIDEN, PRECISION, 2)  # (BLOCK_M, HEAD_DIM)
         else:
-            dq = tl.dot(ds, tl.trans(k_t), dq, input_precision=PRECISION)  # (BLOCK_M, HEAD_DIM)
+            dq = split_dot(ds, k, dq, DTYPE, WIDEN, PRECISION, 2)  # (BLOCK_M, HEAD_DIM), dS K
     return dq
 
 

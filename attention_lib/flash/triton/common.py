@@ -17,7 +17,16 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-__all__ = ["INTERPRETED", "key_range", "load_tile", "operand", "rounded", "seen_dot", "store_tile"]
+__all__ = [
+    "INTERPRETED",
+    "key_range",
+    "load_tile",
+    "operand",
+    "rounded",
+    "seen_dot",
+    "split_dot",
+    "store_tile",
+]
 
 
 @triton.jit
@@ -91,10 +100,12 @@ def rounded(x, DTYPE: tl.constexpr, WIDEN: tl.constexpr):
     """float32 ``x`` rounded to DTYPE, to nearest with ties to even.
 
     With WIDEN (bfloat16 in Triton's interpreter, whose float32 -> bfloat16
-    cast truncates) the rounding is done on the bits and the result, exactly
-    a bfloat16 number, stays in float32.
+    cast truncates) the rounding to bfloat16 is done on the bits and the
+    result, exactly a bfloat16 number, stays in float32. A float32 DTYPE
+    (a gradient kept in float32 for a broadcast sum) leaves x as it is,
+    WIDEN or not.
     """
-    if WIDEN:
+    if WIDEN and DTYPE == tl.bfloat16:
         bits = x.to(tl.uint32, bitcast=True)
         bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
         y = bits.to(tl.float32, bitcast=True)
@@ -104,24 +115,73 @@ def rounded(x, DTYPE: tl.constexpr, WIDEN: tl.constexpr):
 
 
 @triton.jit
-def seen_dot(a, b, acc, seen, PRECISION: tl.constexpr):
-    """``acc + a @ b`` taking the product a[i, j] · b[j, :] only where ``seen[i, j]``.
+def _parts(x, DTYPE: tl.constexpr, WIDEN: tl.constexpr, PARTS: tl.constexpr):
+    """(hi, lo): float32 ``x`` as `split_dot` multiplies it (lo unused unless two parts)."""
+    hi = rounded(x, DTYPE, WIDEN)  # (M, N)
+    lo = hi
+    if PARTS == 2 and DTYPE != tl.float32:  # float32's x - hi is 0: nothing to add
+        wide = hi.to(tl.float32)  # (M, N)
+        rest = tl.where(tl.abs(wide) < float("inf"), x - wide, 0.0)  # (M, N), exact
+        lo = rounded(rest, DTYPE, WIDEN)  # (M, N), what hi left out
+    return hi, lo
 
-    a (M, N) is 0 wherever ``seen`` (M, N) is False; b (N, K) may hold NaN
-    or ±inf there, which a plain product turns into NaN (0 × NaN) in every
-    row. When b holds a non-finite entry, the product takes it as 0 and a
-    second product counts, per output entry, the non-finite entries of b it
-    sees: those entries become NaN (rule (c) of `attention_lib.nonfinite`).
-    Finite b costs one check and the plain product.
+
+@triton.jit
+def _dot_parts(hi, lo, b, acc, DTYPE: tl.constexpr, PRECISION: tl.constexpr,
+               PARTS: tl.constexpr):  # fmt: skip
+    """``acc + (hi + lo) @ b`` as one or two products (`_parts`)."""
+    acc = tl.dot(hi, b, acc, input_precision=PRECISION)  # (M, K)
+    if PARTS == 2 and DTYPE != tl.float32:
+        acc = tl.dot(lo, b, acc, input_precision=PRECISION)  # (M, K)
+    return acc
+
+
+@triton.jit
+def split_dot(x, b, acc, DTYPE: tl.constexpr, WIDEN: tl.constexpr, PRECISION: tl.constexpr,
+              PARTS: tl.constexpr):  # fmt: skip
+    """``acc + x @ b`` for float32 ``x`` (M, N) rounded to DTYPE, as PARTS 16-bit products.
+
+    PARTS = 1: x rounded once, as FlashAttention rounds its weights.
+    PARTS = 2: x split into two numbers of DTYPE, ``hi = round(x)`` and
+    ``lo = round(x - hi)`` (x - hi is exact in float32), each multiplied on
+    the tensor cores with float32 accumulation, for one more 16-bit
+    product: x keeps about 22 significant bits in float16 (11 rounded once;
+    to an absolute 3e-8 where lo is subnormal) and 16 in bfloat16 (8). The
+    backward pass splits P and dS so: rounded once they alone cost more
+    than twice PyTorch's error, which keeps them in float32
+    (tests/triton/test_triton_flash.py). Where hi overflows to ±inf, lo is
+    0 (not x - hi = ∓inf, which would make the sum NaN). float32 DTYPE:
+    one product, x as it is. b (N, K) is in DTYPE (float32 holding DTYPE's
+    numbers with WIDEN); acc (M, K) float32.
     """
+    hi, lo = _parts(x, DTYPE, WIDEN, PARTS)  # (M, N) each
+    return _dot_parts(hi, lo, b, acc, DTYPE, PRECISION, PARTS)  # (M, K)
+
+
+@triton.jit
+def seen_dot(a, b, acc, seen, DTYPE: tl.constexpr, WIDEN: tl.constexpr, PRECISION: tl.constexpr,
+             PARTS: tl.constexpr):  # fmt: skip
+    """`split_dot`'s ``acc + a @ b`` taking a[i, j] · b[j, :] only where ``seen[i, j]``.
+
+    a (M, N), float32, is 0 wherever ``seen`` (M, N) is False; b (N, K) may
+    hold NaN or ±inf there, which a plain product turns into NaN (0 × NaN)
+    in every row. When b holds a non-finite entry, the product takes it as
+    0 and a second product counts, per output entry, the non-finite entries
+    of b it sees: those entries become NaN (rule (c) of
+    `attention_lib.nonfinite`). Finite b costs one check and `split_dot`'s
+    products. a is split once, before the check: split in each branch, the
+    one-part forward kernel took 8 KiB more shared memory on sm_80 (this
+    way its PTX is what it was when it rounded its weights itself).
+    """
+    hi, lo = _parts(a, DTYPE, WIDEN, PARTS)  # (M, N) each
     bad = (b != b) | (tl.abs(b) == float("inf"))  # (N, K)
     if tl.max(tl.max(bad.to(tl.int32), 1), 0) > 0:
         finite = tl.where(bad, 0.0, b).to(b.dtype)  # (N, K)
-        acc = tl.dot(a, finite, acc, input_precision=PRECISION)  # (M, K)
+        acc = _dot_parts(hi, lo, finite, acc, DTYPE, PRECISION, PARTS)  # (M, K)
         hits = tl.dot(seen.to(b.dtype), bad.to(b.dtype), input_precision=PRECISION)  # (M, K)
         acc = tl.where(hits > 0, float("nan"), acc)  # (M, K)
     else:
-        acc = tl.dot(a, b, acc, input_precision=PRECISION)  # (M, K)
+        acc = _dot_parts(hi, lo, b, acc, DTYPE, PRECISION, PARTS)  # (M, K)
     return acc
 
 

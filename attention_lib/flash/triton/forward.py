@@ -21,6 +21,14 @@ float32's spacing (128 in log2 units) swallows log2(total) whole (a padding
 row's weights come back as 1 instead of 1/S); at |s| in the hundreds it
 costs a relative 1e-4 in every weight. ``s - m`` is exact near the maximum.
 
+For 16-bit inputs the weights P enter P V in the inputs' dtype: rounded
+once (PARTS = 1), as FlashAttention does, when no gradient is wanted, or
+as two 16-bit parts (PARTS = 2, `split_dot`) when the output will be
+differentiated. The backward pass reads O back in δ = rowsum(dO ∘ O), and
+O from weights rounded once gave dK 3.2x PyTorch's error (its CPU kernel
+keeps the weights in float32; tests/triton/test_triton_flash.py). The two
+outputs can differ in the last bit.
+
 Non-finite inputs follow `attention_lib.nonfinite`'s rule. A hidden score
 (causal, in the tiles that cross the diagonal) is replaced by -inf whatever
 it holds; a non-finite value there is kept out of the weighted sum (0 × NaN
@@ -48,7 +56,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .common import key_range, load_tile, operand, rounded, seen_dot
+from .common import key_range, load_tile, operand, rounded, seen_dot, split_dot
 
 __all__ = ["attention_forward"]
 
@@ -60,7 +68,7 @@ def _visit_key_tiles(
     rows, start, stop, length_k, qk_scale,
     E: tl.constexpr, EV: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
     BLOCK_N: tl.constexpr, EDGE: tl.constexpr, IS_CAUSAL: tl.constexpr,
-    PRECISION: tl.constexpr, WIDEN: tl.constexpr,
+    PRECISION: tl.constexpr, WIDEN: tl.constexpr, PARTS: tl.constexpr,
 ):  # fmt: skip
     """The online softmax over the key tiles starting in [start, stop).
 
@@ -94,12 +102,12 @@ def _visit_key_tiles(
             in_keys, dims_v < EV, EDGE, EV < HEAD_DIM_V,
         )  # fmt: skip  # (BLOCK_N, HEAD_DIM_V)
         acc = acc * rescale[:, None]  # (BLOCK_M, HEAD_DIM_V)
-        p = rounded(p, V.dtype.element_ty, WIDEN)  # to the inputs' dtype, as FlashAttention does
         v = operand(v, WIDEN)  # (BLOCK_N, HEAD_DIM_V)
+        # p in PARTS 16-bit parts: once, as FlashAttention rounds it, or two for a backward pass
         if EDGE and IS_CAUSAL:  # hidden values in this tile: no 0 x NaN
-            acc = seen_dot(p, v, acc, keep, PRECISION)  # acc + p @ v over seen keys only
+            acc = seen_dot(p, v, acc, keep, V.dtype.element_ty, WIDEN, PRECISION, PARTS)  # + p @ v
         else:
-            acc = tl.dot(p, v, acc, input_precision=PRECISION)  # acc + p @ v
+            acc = split_dot(p, v, acc, V.dtype.element_ty, WIDEN, PRECISION, PARTS)  # + p @ v
         m = m_new
     return acc, total, m
 
@@ -114,13 +122,14 @@ def attention_forward(
     group, length_q, length_k, qk_scale,
     E: tl.constexpr, EV: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_V: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr,
-    PRECISION: tl.constexpr, WIDEN: tl.constexpr,
+    PRECISION: tl.constexpr, WIDEN: tl.constexpr, PARTS: tl.constexpr,
 ):  # fmt: skip
     """One program: the output and row statistics of BLOCK_M query rows of one (batch, head).
 
     Grid (cdiv(L, BLOCK_M), H, B). Out (B, H, L, Ev) any strides; RowMax and
     LogTotal (B, H, L) contiguous float32, in log2 units: each row's largest
-    score m and log2 of its sum of 2^(score - m).
+    score m and log2 of its sum of 2^(score - m). PARTS: 1 or 2, how the
+    weights enter P V (`split_dot`).
     """
     block = tl.program_id(0)  # which block of query rows
     h = tl.program_id(1).to(tl.int64)  # query head
@@ -153,12 +162,14 @@ def attention_forward(
         rows, 0, inner, length_k, qk_scale,
         E=E, EV=EV, HEAD_DIM=HEAD_DIM, HEAD_DIM_V=HEAD_DIM_V, BLOCK_N=BLOCK_N,
         EDGE=False, IS_CAUSAL=IS_CAUSAL, PRECISION=PRECISION, WIDEN=WIDEN,
+        PARTS=PARTS,
     )  # fmt: skip
     acc, total, m = _visit_key_tiles(
         acc, total, m, q, K, V, stride_kn, stride_kd, stride_vn, stride_vd,
         rows, inner, stop, length_k, qk_scale,
         E=E, EV=EV, HEAD_DIM=HEAD_DIM, HEAD_DIM_V=HEAD_DIM_V, BLOCK_N=BLOCK_N,
         EDGE=True, IS_CAUSAL=IS_CAUSAL, PRECISION=PRECISION, WIDEN=WIDEN,
+        PARTS=PARTS,
     )  # fmt: skip
 
     empty = total == 0.0  # (BLOCK_M,): no key at all (S = 0 is not launched; kept for safety)

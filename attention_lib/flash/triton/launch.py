@@ -3,7 +3,7 @@
     configs    the tile table (which tile each kernel runs)
     forward    the forward kernel             (output and row statistics)
     backward   the backward kernels           (δ, then dK and dV, then dQ)
-    common     what the kernels share         (masked loads, rounding, the causal range)
+    common     what the kernels share         (masked loads, rounding, split products, causal range)
     launch     this module: launches them on (B, H, length, width) tensors
 
 Tensors reach the kernels as they are: any strides (transposed layouts,
@@ -151,13 +151,15 @@ def _attention_launch(
     scalars: tuple[Any, ...],
     is_causal: bool,
     tile: Tile,
+    **constexprs: Any,
 ) -> Launch:
     """A launch of the forward, dK/dV or dQ kernel, whose signatures share one layout.
 
     Each takes its tensors, then the four strides of every (B, H, length, width)
     tensor among them in the same order (the float32 row statistics, m,
     log2 total and δ (B, H, L), are contiguous and take none), then ``scalars``. The
-    constexprs come from the first three tensors, query, key and value.
+    constexprs come from the first three tensors, query, key and value, and the tile,
+    plus the kernel's own ``constexprs``.
     """
     query, _, value = tensors[:3]
     strides = [s for t in tensors if t.dim() == 4 for s in t.stride()]
@@ -169,6 +171,7 @@ def _attention_launch(
             **_shared(query.dtype, query.shape[3], value.shape[3], is_causal),
             "BLOCK_M": tile.block_m,
             "BLOCK_N": tile.block_n,
+            **constexprs,
         },
         tile,
     )
@@ -183,11 +186,15 @@ def forward_launch(
     is_causal: bool,
     scale: float,
     tile: Tile,
+    for_backward: bool = False,
 ) -> Launch:
     """The forward kernel's launch on query (B, H, L, E), key (B, Hkv, S, E), value (B, Hkv, S, Ev).
 
     out (B, H, L, Ev) and stats (2, B, H, L) (contiguous, float32: each row's
     maximum score and log2 of its total, in log2 units) are written.
+    ``for_backward``: 16-bit weights enter P V as two parts, not rounded
+    once (`attention_lib.flash.triton.forward`), for an output the backward
+    kernels will read.
     """
     batch, heads, length_q = query.shape[:3]
     heads_kv, length_k = key.shape[1], key.shape[2]
@@ -198,6 +205,7 @@ def forward_launch(
         (heads // heads_kv, length_q, length_k, scale * _LOG2E),
         is_causal,
         tile,
+        PARTS=2 if for_backward else 1,
     )
 
 
@@ -273,6 +281,7 @@ def flash_forward(
     scale: float,
     block_q: int | None = None,
     block_k: int | None = None,
+    for_backward: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The forward kernel alone: out (B, H, L, Ev) in the query's dtype, stats (2, B, H, L).
 
@@ -282,8 +291,10 @@ def flash_forward(
     units (of 2^(score·log2 e)): stats[0] each row's largest score m,
     stats[1] log2 of the row's sum of 2^(score - m); their sum is the
     row's log-sum-exp (the natural one times log2 e). Where there are no
-    keys (S = 0, where the output is 0) m is +inf. No checks: `plan`
-    does them.
+    keys (S = 0, where the output is 0) m is +inf. ``for_backward``: out
+    will be handed to `flash_backward` (16-bit weights enter P V as two
+    parts, not rounded once: see `attention_lib.flash.triton.forward`). No
+    checks: `plan` does them.
     """
     batch, heads, length_q, width = query.shape
     length_k, width_v = key.shape[2], value.shape[3]
@@ -295,7 +306,7 @@ def flash_forward(
     if out.numel() == 0:
         return out, stats
     tile = tile_for("forward", query.dtype, width, width_v, is_causal, block_q, block_k)
-    forward_launch(query, key, value, out, stats, is_causal, scale, tile)()
+    forward_launch(query, key, value, out, stats, is_causal, scale, tile, for_backward)()
     return out, stats
 
 
@@ -387,11 +398,14 @@ def _summed(grad: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return wide.sum_to_size(like.shape).to(like.dtype)
 
 
-def _forward_all(layout: Layout, inputs: tuple[Any, ...], config: tuple) -> tuple[Any, list]:
-    """The forward kernel on every launch: out (*outer, H, L, Ev) and each launch's (out, stats)."""
+def _forward_all(
+    layout: Layout, inputs: tuple[Any, ...], config: tuple, for_backward: bool
+) -> tuple[Any, list]:
+    """The forward kernel on every launch: out (*outer, H, L, Ev) and each launch's (out, stats);
+    ``for_backward`` as `flash_forward`'s."""
     runs = []
     for _, (q, k, v) in layout.launches(*layout.views(*inputs)):
-        runs.append(flash_forward(q, k, v, *config))  # (B, H, L, Ev), (2, B, H, L)
+        runs.append(flash_forward(q, k, v, *config, for_backward))  # (B, H, L, Ev), (2, B, H, L)
     outs = [o for o, _ in runs]
     out = outs[0] if len(outs) == 1 else torch.stack(outs)
     return out.view(*layout.outer, *out.shape[-3:]), runs  # (*outer, H, L, Ev)
@@ -423,7 +437,7 @@ class TritonAttention(torch.autograd.Function):
         block_k: int | None,
     ) -> torch.Tensor:
         config = (is_causal, scale, block_q, block_k)
-        out, runs = _forward_all(layout, (query, key, value), config)
+        out, runs = _forward_all(layout, (query, key, value), config, for_backward=True)
         ctx.save_for_backward(query, key, value, *(t for run in runs for t in run))
         ctx.layout, ctx.config = layout, config
         return out
@@ -557,14 +571,17 @@ def triton_attention(
     output's size. No input is copied. The gradient of a broadcast input is
     summed in float32 (float64 for float32 inputs) and rounded once.
     Without autograd (no input requires grad, or grad mode is off) the
-    forward kernel runs alone.
+    forward kernel runs alone, its 16-bit weights rounded once, as
+    FlashAttention does; with autograd it runs ``for_backward`` (the
+    weights in two 16-bit parts), so the two outputs can differ in the last
+    bit (`attention_lib.flash.triton.forward`).
     """
     inputs = (spec.query, spec.key, spec.value)
     config = (spec.is_causal, spec.scale, block_q, block_k)
     if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
         out = TritonAttention.apply(*inputs, layout, *config)  # (*outer, H, L, Ev)
     else:
-        out = _forward_all(layout, inputs, config)[0]  # (*outer, H, L, Ev)
+        out = _forward_all(layout, inputs, config, for_backward=False)[0]  # (*outer, H, L, Ev)
     return out.view(*spec.batch, spec.length_q, spec.width_v)  # (..., L, Ev)
 
 
