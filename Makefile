@@ -44,7 +44,8 @@ test: lint
 
 # Repeated whole-notebook runs in a real browser, every notebook with an explorer, with a
 # second learner's lab loading the machine (tests/browser/test_no_blank_explorer.py: about
-# 8 to 9 minutes on a 2-core machine doing other work); CI runs them after `make test`.
+# 6 minutes on an otherwise idle 2-core machine, 8-9 with other work); CI runs them after
+# `make test`.
 test-soak: $(STAMP)
 	$(BIN)/python -m pytest -m soak tests/browser
 
