@@ -1,15 +1,14 @@
 // Installed once the notebook's kernel is connected: the messages the page sends the
 // kernel that still await their "idle" status (a restart forgets them), and the replies
-// to cells. A request's
-// outputs (a cell's text, a widget's frame) all arrive before its idle status. The comm
-// messages also join the frame trace (trace.js).
+// to cells. A request's outputs (a cell's text, a widget's frame) all arrive before its
+// idle status. The comm messages also join the frame trace (trace.js).
 () => {
   const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
   const track = window.__kernel = {
     kernel, outstanding: new Map(), updates: [], replies: [], lastIdle: 0,
   };
   // A restart (asked for, or the server's after a crash) ends the old kernel before it
-  // answers what it was still sent: those requests never get their idle status, and
+  // answers the requests still queued: they never get their idle status, and
   // JupyterLab cancels their futures. The waits forget them the same way. (Seen in a soak:
   // the widget manager's comm_info_request, sent just after the page looked ready, cut off
   // by the restart that began the first run; Run All then waited for it for good.)
