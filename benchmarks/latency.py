@@ -4,7 +4,9 @@ For every control under every explorer figure in every numbered notebook:
 
 - browser: the time from the key press (or click) on the control to the first
   redraw of its figure in Chromium (``drawImage`` on the ipympl canvas), both
-  on the page's own clock; ``--moves`` moves per control;
+  on the page's own clock; ``--moves`` moves per control, the first a second
+  after the control was scrolled into view (`READ_MS`), as a learner scrolls
+  to a figure and reads it before moving anything;
 - kernel: in the notebook's own kernel, over the control's values ``--rounds``
   times, the time to set the control's value: the whole callback, which runs
   the explorer's ``update`` and sends the blitted frame (Agg plus the PNG
@@ -26,38 +28,34 @@ as a share of the machine (`MachineLoad`). When the machine was busy (see
 says ``"busy": true``: such figures are not the idle ones a committed file
 should hold.
 
-    python benchmarks/latency.py [--moves 12] [--rounds 2] [notebooks/02_*.ipynb ...]
+    python benchmarks/latency.py [--moves 20] [--rounds 2] [notebooks/02_*.ipynb ...]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import psutil
 
 import labdriver  # the browser driver (labdriver/): one way to start and drive the lab
+from attention_lib.bench.machine import MachineLoad, busy_warnings, cpu_model
 
 REPO = Path(__file__).resolve().parents[1]
 
 BROWSER_P95_MS = 100.0
 KERNEL_P95_MS = 60.0
 SETTLE_MS = 2000  # after Run All, before the first move
-# Busy: others used more than this share of the machine's CPU time during the run, or
-# the 1-minute load average before it exceeded this many runnable tasks per CPU.
-BUSY_OTHERS_SHARE = 0.10
-BUSY_LOAD_PER_CPU = 0.5
-LOAD_SAMPLE_S = 5.0
+# After scrolling a control into view, before its first move: a learner scrolls to a figure
+# and reads it before moving anything. Moved at once, the first move of each figure also
+# waited for the page to paint the view it had just scrolled to (see `browser_moves`).
+READ_MS = 1000
 
 _KERNEL_TIMING = r"""
 def _latency_in_kernel(rounds):
@@ -116,116 +114,6 @@ def _latency_in_kernel(rounds):
 """
 
 
-def cpu_model() -> str:
-    """The processor's name (``model name`` in /proc/cpuinfo; elsewhere what platform says)."""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine() or "unknown"
-
-
-def _cpu_seconds(process: psutil.Process) -> float | None:
-    with contextlib.suppress(psutil.Error):
-        times = process.cpu_times()
-        return times.user + times.system
-    return None
-
-
-@dataclass
-class MachineLoad:
-    """How busy the machine was around a measurement: load averages and others' CPU time.
-
-    `start` before the measurement, `stop` after; between them a thread samples
-    the 1-minute load average every `LOAD_SAMPLE_S` seconds. ``others_share`` is
-    the CPU time used by processes outside this one's tree (this process and
-    its descendants: the benchmark's server, kernels and browser), over the
-    machine's CPU time in the same wall time; a process that both starts and
-    ends between two snapshots is missed, so it is a lower bound.
-    """
-
-    cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
-    before: tuple[float, float, float] | None = None
-    during: list[float] = field(default_factory=list)
-    after: tuple[float, float, float] | None = None
-    others_share: float | None = None
-    others_cpu_seconds: float | None = None
-    _cpu_at_start: dict[int, float] = field(default_factory=dict, repr=False)
-    _started: float = 0.0
-    _done: threading.Event = field(default_factory=threading.Event, repr=False)
-    _sampler: threading.Thread | None = field(default=None, repr=False)
-
-    def _ours(self) -> set[int]:
-        me = psutil.Process()
-        with contextlib.suppress(psutil.Error):
-            return {me.pid, *(c.pid for c in me.children(recursive=True))}
-        return {me.pid}
-
-    def start(self) -> MachineLoad:
-        self.before = os.getloadavg()
-        self._started = time.monotonic()
-        self._cpu_at_start = {
-            p.pid: t for p in psutil.process_iter() if (t := _cpu_seconds(p)) is not None
-        }
-        self._sampler = threading.Thread(target=self._sample, daemon=True)
-        self._sampler.start()
-        return self
-
-    def _sample(self) -> None:
-        while not self._done.wait(LOAD_SAMPLE_S):
-            self.during.append(os.getloadavg()[0])
-
-    def stop(self) -> MachineLoad:
-        ours = self._ours()
-        wall = time.monotonic() - self._started
-        used = 0.0
-        for process in psutil.process_iter():
-            if process.pid in ours or (now := _cpu_seconds(process)) is None:
-                continue
-            used += max(0.0, now - self._cpu_at_start.get(process.pid, 0.0))
-        self._done.set()
-        if self._sampler is not None:
-            self._sampler.join()
-        self.after = os.getloadavg()
-        self.others_cpu_seconds = used
-        self.others_share = used / (wall * self.cpus) if wall > 0 else None
-        return self
-
-    def record(self) -> dict:
-        during = np.asarray(self.during or [np.nan])
-        return {
-            "cpus": self.cpus,
-            "load_average_before": self.before,
-            "load_average_during": {
-                "samples": len(self.during),
-                "median": float(np.nanmedian(during)) if self.during else None,
-                "max": float(np.nanmax(during)) if self.during else None,
-            },
-            "load_average_after": self.after,
-            "others_cpu_share": self.others_share,
-            "others_cpu_seconds": self.others_cpu_seconds,
-            "busy": bool(busy_warnings(self)),
-        }
-
-
-def busy_warnings(load: MachineLoad) -> list[str]:
-    """One line per sign that the machine was busy (none: it was idle enough to measure)."""
-    warnings = []
-    if load.others_share is not None and load.others_share > BUSY_OTHERS_SHARE:
-        warnings.append(
-            f"other processes used {load.others_share:.0%} of the machine's CPU time during the "
-            f"run (more than {BUSY_OTHERS_SHARE:.0%})"
-        )
-    if load.before is not None and load.before[0] > BUSY_LOAD_PER_CPU * load.cpus:
-        warnings.append(
-            f"the 1-minute load average was {load.before[0]:.1f} before the run, on "
-            f"{load.cpus} CPUs (more than {BUSY_LOAD_PER_CPU} per CPU)"
-        )
-    if warnings:
-        warnings.append("these latencies are not an idle machine's: re-run on an idle one")
-    return [f"WARNING: the machine was busy: {w}" for w in warnings]
-
-
 def percentiles(samples: list[float]) -> dict[str, float | int | None]:
     if not samples:
         return {"n": 0, "p50": None, "p95": None}
@@ -241,6 +129,8 @@ def browser_moves(page: labdriver.NotebookPage, box: int, j: int, moves: int) ->
     """Latencies (ms) of ``moves`` learner moves on control ``j`` of figure box ``box``."""
     latencies: list[float] = []
     direction = "ArrowRight"
+    page.scroll_to(page.controls()[box][j])
+    page.page.wait_for_timeout(READ_MS)
     for _ in range(moves):
         control = page.controls()[box][j]
         if control["disabled"]:
@@ -317,7 +207,8 @@ def report(results: list[dict], load: MachineLoad | None = None) -> list[str]:
             flag = "" if r["p95"] is None or r["p95"] < BROWSER_P95_MS else "  MISS"
             lines.append(
                 f"  {nb['notebook'][:28]:28} box {r['box']} {r['description'][:34]:34} "
-                f"n={r['n']:2} p50 {_fmt(r['p50'])} p95 {_fmt(r['p95'])} ms{flag}"
+                f"n={r['n']:2} p50 {_fmt(r['p50'])} p95 {_fmt(r['p95'])} "
+                f"first {_fmt((r.get('samples_ms') or [None])[0])} ms{flag}"
             )
     lines.append(
         f"kernel: whole callback, update and frame (target p95 < {KERNEL_P95_MS:.0f} ms); "
@@ -348,7 +239,9 @@ def _share(share: float | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", help="default: every numbered notebook")
-    parser.add_argument("--moves", type=int, default=12, help="browser moves per control")
+    # 20: of 12 moves numpy's p95 lies 45% of the way from the second slowest to the slowest,
+    # so one slow move decides it; of 20 it is the second slowest (and 5% of the way on)
+    parser.add_argument("--moves", type=int, default=20, help="browser moves per control")
     parser.add_argument("--rounds", type=int, default=2, help="kernel passes over each control")
     parser.add_argument("--machine", default=platform.node() or "unknown")
     args = parser.parse_args(argv)

@@ -205,6 +205,14 @@ class NotebookPage:
         }[control["kind"]]
         return boxes.nth(control["box"]).locator(selector).nth(control["nth"])
 
+    def scroll_to(self, control: dict) -> None:
+        """Scroll ``control`` into view, as a learner does before moving it, and return once
+        the page has painted the scrolled view (two animation frames later)."""
+        self._locator(control).scroll_into_view_if_needed()
+        self.page.evaluate(
+            "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
+        )
+
     def canvas(self, box: int) -> dict:
         return self.page.evaluate(_JS_CANVAS, box)
 

@@ -8,31 +8,47 @@ shared), `gpu_info` for the GPU sweep (the device, its
 compute capability, CUDA, cuDNN and Triton). `machine_name` is the folder
 under ``benchmarks/results/`` a run writes to.
 
+`MachineLoad` measures how busy the machine was while a benchmark ran (the
+load average before, during and after, and the CPU time processes outside
+the benchmark used meanwhile); `busy_warnings` says, line by line, why a
+run's figures are not an idle machine's. The load average alone lags by a
+minute: a run straight after other work looks busy, and one next to a
+process that started a moment ago looks idle.
+
 `HostPeak` reads one call's peak resident memory on the CPU (Linux's
 high-water mark, with glibc's allocator made to show every block);
 `CudaPeak` one call's peak allocation on a CUDA device.
 
-Importing this module imports numpy only; torch and triton load when a
-record of them is taken.
+Importing this module imports numpy and psutil only; torch and triton load
+when a record of them is taken.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 
 from ..memory import available_bytes, format_bytes
 
 __all__ = [
+    "BUSY_LOAD_PER_CPU",
+    "BUSY_OTHERS_SHARE",
     "CudaPeak",
     "HostPeak",
+    "MachineLoad",
     "MiB",
     "busy_warning",
+    "busy_warnings",
     "command_line",
     "cpu_model",
     "gpu_info",
@@ -50,13 +66,13 @@ def command_line() -> str:
 
 
 def cpu_model() -> str:
-    """The processor's model name (Linux's /proc/cpuinfo), or what `platform` knows."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
+    """The processor's model name (``model name`` in Linux's /proc/cpuinfo; elsewhere what
+    `platform` knows)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+    return platform.processor() or platform.machine() or "unknown"
 
 
 def busy_warning() -> str | None:
@@ -68,6 +84,115 @@ def busy_warning() -> str | None:
         f"warning: the machine is busy (load average {load:.2f} on {cores} cores): "
         "timings are slower and noisier; compare the ratios measured side by side"
     )
+
+
+# Busy: others used more than this share of the machine's CPU time during the run, or
+# the 1-minute load average before it exceeded this many runnable tasks per CPU.
+BUSY_OTHERS_SHARE = 0.10
+BUSY_LOAD_PER_CPU = 0.5
+LOAD_SAMPLE_S = 5.0
+
+
+def _cpu_seconds(process: psutil.Process) -> float | None:
+    with contextlib.suppress(psutil.Error):
+        times = process.cpu_times()
+        return times.user + times.system
+    return None
+
+
+@dataclass
+class MachineLoad:
+    """How busy the machine was around a measurement: load averages and others' CPU time.
+
+    `start` before the measurement, `stop` after; between them a thread samples
+    the 1-minute load average every `LOAD_SAMPLE_S` seconds. ``others_share`` is
+    the CPU time used by processes outside this one's tree (this process and
+    its descendants: the benchmark's server, kernels and browser), over the
+    machine's CPU time in the same wall time; a process that both starts and
+    ends between two snapshots is missed, so it is a lower bound.
+    """
+
+    cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
+    before: tuple[float, float, float] | None = None
+    during: list[float] = field(default_factory=list)
+    after: tuple[float, float, float] | None = None
+    others_share: float | None = None
+    others_cpu_seconds: float | None = None
+    _cpu_at_start: dict[int, float] = field(default_factory=dict, repr=False)
+    _started: float = 0.0
+    _done: threading.Event = field(default_factory=threading.Event, repr=False)
+    _sampler: threading.Thread | None = field(default=None, repr=False)
+
+    def _ours(self) -> set[int]:
+        me = psutil.Process()
+        with contextlib.suppress(psutil.Error):
+            return {me.pid, *(c.pid for c in me.children(recursive=True))}
+        return {me.pid}
+
+    def start(self) -> MachineLoad:
+        self.before = os.getloadavg()
+        self._started = time.monotonic()
+        self._cpu_at_start = {
+            p.pid: t for p in psutil.process_iter() if (t := _cpu_seconds(p)) is not None
+        }
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._done.wait(LOAD_SAMPLE_S):
+            self.during.append(os.getloadavg()[0])
+
+    def stop(self) -> MachineLoad:
+        ours = self._ours()
+        wall = time.monotonic() - self._started
+        used = 0.0
+        for process in psutil.process_iter():
+            if process.pid in ours or (now := _cpu_seconds(process)) is None:
+                continue
+            used += max(0.0, now - self._cpu_at_start.get(process.pid, 0.0))
+        self._done.set()
+        if self._sampler is not None:
+            self._sampler.join()
+        self.after = os.getloadavg()
+        self.others_cpu_seconds = used
+        self.others_share = used / (wall * self.cpus) if wall > 0 else None
+        return self
+
+    def record(self) -> dict:
+        during = np.asarray(self.during or [np.nan])
+        return {
+            "cpus": self.cpus,
+            "load_average_before": self.before,
+            "load_average_during": {
+                "samples": len(self.during),
+                "median": float(np.nanmedian(during)) if self.during else None,
+                "max": float(np.nanmax(during)) if self.during else None,
+            },
+            "load_average_after": self.after,
+            "others_cpu_share": self.others_share,
+            "others_cpu_seconds": self.others_cpu_seconds,
+            "busy": bool(busy_warnings(self)),
+            "warnings": busy_warnings(self),
+        }
+
+
+def busy_warnings(load: MachineLoad) -> list[str]:
+    """One line per sign that the machine was busy (none: it was idle enough to measure)."""
+    warnings = []
+    if load.others_share is not None and load.others_share > BUSY_OTHERS_SHARE:
+        warnings.append(
+            f"other processes used {load.others_share:.0%} of the machine's CPU time during the "
+            f"run (more than {BUSY_OTHERS_SHARE:.0%})"
+        )
+    if load.before is not None and load.before[0] > BUSY_LOAD_PER_CPU * load.cpus:
+        warnings.append(
+            f"the 1-minute load average was {load.before[0]:.1f} before the run, on "
+            f"{load.cpus} CPUs (more than {BUSY_LOAD_PER_CPU} per CPU)"
+        )
+    if warnings:
+        warnings.append("these timings are not an idle machine's: re-run on an idle one")
+    return [f"WARNING: the machine was busy: {w}" for w in warnings]
 
 
 def gpu_machine_name(device_name: str) -> str:

@@ -40,7 +40,7 @@ import numpy as np
 from ..core import scaled_dot_product_attention
 from ..flash import flash_attention
 from ..flash.tiles import score_fraction
-from .machine import HostPeak, MiB, machine_info
+from .machine import HostPeak, MachineLoad, MiB, machine_info
 
 __all__ = [
     "BATCH_HEADS",
@@ -139,13 +139,14 @@ def _alternate(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list
 
 def measure_ratios(cases: Sequence[RatioCase], rounds: int, load: str) -> list[dict[str, Any]]:
     """One row per case: median seconds, GFLOP/s and the throughput ratio ours / SDPA."""
-    from ..flash.torch_tiled import default_blocks
+    from ..flash.torch_tiled import below_diagonal_width, default_blocks
 
     rows = []
     for case in cases:
         times = _alternate(_callables(case), rounds)
         ours, sdpa = (statistics.median(times[name]) for name in ("ours", "sdpa"))
         blocks = default_blocks(case.causal)
+        below = below_diagonal_width(blocks[1]) if case.causal else None
         rows.append(
             {
                 **asdict(case),
@@ -158,7 +159,10 @@ def measure_ratios(cases: Sequence[RatioCase], rounds: int, load: str) -> list[d
                 "ratio": sdpa / ours,
                 "block_q": blocks[0],
                 "block_k": blocks[1],
-                "score_fraction": score_fraction(case.length, case.length, *blocks, case.causal),
+                "block_k_below": below,
+                "score_fraction": score_fraction(
+                    case.length, case.length, *blocks, case.causal, below
+                ),
             }
         )
         gc.collect()
@@ -263,31 +267,49 @@ def run_ratios(
     """The whole comparison: idle and loaded ratios, memory, numpy. A dict for ratios.json.
 
     Its ``info`` is `machine_info`, taken as the run starts (the load average
-    the idle ratios were measured at).
+    the idle ratios were measured at); ``machine_load`` the `MachineLoad`
+    records of the idle and the loaded measurements: how much CPU time
+    processes other than this one (and its busy process) took meanwhile.
     """
     cases = default_cases(lengths, widths)
-    result: dict[str, Any] = {
-        "info": machine_info("cpu", "float32"),
-        "ratios": measure_ratios(cases, rounds, "idle"),
-    }
+    result: dict[str, Any] = {"info": machine_info("cpu", "float32")}
+    # how busy the machine was meanwhile, apart from this run (its busy process included)
+    load = MachineLoad().start()
+    result["ratios"] = measure_ratios(cases, rounds, "idle")
+    result["machine_load"] = {"idle": load.stop().record()}
     if loaded:
+        load = MachineLoad().start()
         with busy_process():
             result["ratios"] += measure_ratios(cases, rounds, "loaded")
+        result["machine_load"]["loaded"] = load.stop().record()
     result["memory"] = measure_memory(memory_length, widths) if memory_length else []
     result["numpy"] = measure_numpy(numpy_lengths, min(widths), rounds)
     return result
 
 
+def _tiles(row: dict[str, Any]) -> str:
+    """A case's tiles: block_q x block_k, and causal, /the width of the blocks below the
+    diagonal (`attention_lib.flash.tiles.key_blocks`)."""
+    below = row.get("block_k_below")
+    return f"{row['block_q']}x{row['block_k']}" + (f"/{below}" if below else "")
+
+
 def format_ratios(result: dict[str, Any]) -> str:
-    """The table `run_ratios` measured, as text: idle and loaded side by side."""
+    """The table `run_ratios` measured, as text: idle and loaded side by side, with the
+    warnings that the machine was busy (`attention_lib.bench.machine.busy_warnings`) first
+    and last."""
     rows = result["ratios"]
     by_load = {(r["length"], r["width"], r["causal"], r["backward"], r["load"]): r for r in rows}
     load = result["info"]["load_average"]
+    machine_load = result.get("machine_load", {})  # absent in files written before it was kept
+    warnings = list(dict.fromkeys(w for rec in machine_load.values() for w in rec["warnings"]))
     lines = [
+        *warnings,
         f"ours / SDPA (throughput), timed alternately, median of {rows[0]['rounds']} each; "
         f"{result['info']['torch_threads']} torch threads; load average before: "
         + " ".join(f"{x:.2f}" for x in load),
-        f"{'L':>6} {'E':>4}  {'pass':<27} {'tiles':>9} {'scores':>6}  "
+        *_others_share(machine_load),
+        f"{'L':>6} {'E':>4}  {'pass':<27} {'tiles':>13} {'scores':>6}  "
         f"{'idle: ours':>10} {'SDPA':>6} {'ratio':>5}  "
         f"{'loaded: ours':>12} {'SDPA':>6} {'ratio':>5}  {'kept':>5}",
     ]
@@ -297,7 +319,7 @@ def format_ratios(result: dict[str, Any]) -> str:
         key = (r["length"], r["width"], r["causal"], r["backward"])
         line = (
             f"{r['length']:>6} {r['width']:>4}  {RatioCase(*key).label:<27} "
-            f"{r['block_q']:>4}x{r['block_k']:<4} {r['score_fraction']:>6.3f}  "
+            f"{_tiles(r):>13} {r['score_fraction']:>6.3f}  "
             f"{r['ours_gflops']:>10.0f} {r['sdpa_gflops']:>6.0f} {r['ratio']:>5.2f}"
         )
         loaded = by_load.get((*key, "loaded"))
@@ -308,7 +330,8 @@ def format_ratios(result: dict[str, Any]) -> str:
             )
         lines.append(line)
     lines.append(
-        "(GFLOP/s; scores: the fraction of L x S computed; kept: loaded ratio / idle ratio)"
+        "(GFLOP/s; tiles: block_q x block_k, causal /the key blocks' width below the diagonal; "
+        "scores: the fraction of L x S computed; kept: loaded ratio / idle ratio)"
     )
     for m in result["memory"]:
         peak = m["peak_mib_beyond_inputs_and_outputs"]
@@ -324,7 +347,17 @@ def format_ratios(result: dict[str, Any]) -> str:
             f"{', causal' if n['causal'] else ''}: {n['ratio']:.2f} "
             f"({n['tiled_s']:.3f} s against {n['reference_s']:.3f} s)"
         )
-    return "\n".join(lines)
+    return "\n".join([*lines, *warnings])
+
+
+def _others_share(machine_load: dict[str, Any]) -> list[str]:
+    """Others' share of the CPU time during the idle and the loaded measurement, one line."""
+    shares = [
+        f"{phase} {record['others_cpu_share']:.0%}"
+        for phase, record in machine_load.items()
+        if record["others_cpu_share"] is not None
+    ]
+    return ["other processes' share of the CPU time: " + ", ".join(shares)] if shares else []
 
 
 if __name__ == "__main__":  # python -m attention_lib.bench.ratios --memory-case L E BACKWARD

@@ -47,7 +47,11 @@ def query_blocks(length: int, block_q: int) -> list[tuple[int, int]]:
 
 
 def key_blocks(
-    q_rows: tuple[int, int], length_k: int, block_k: int, is_causal: bool
+    q_rows: tuple[int, int],
+    length_k: int,
+    block_k: int,
+    is_causal: bool,
+    block_k_below: int | None = None,
 ) -> list[tuple[int, int]]:
     """The key blocks ``[k0, k1)`` visited for the query rows ``[r0, r1)``.
 
@@ -56,9 +60,20 @@ def key_blocks(
     there lies wholly above the diagonal and is skipped, not computed and
     masked. The blocks that cross the diagonal are masked by `mask_tile`.
     The notebooks draw this list.
+
+    ``block_k_below`` (causal only; the torch path's choice): the keys
+    before r0, which every row of the block sees, come in blocks that wide,
+    then the keys from r0 to r1 in blocks ``block_k`` wide (the last cut
+    at r1). Only those are masked, and narrow ones waste few scores above
+    the diagonal, while wide unmasked tiles take fewer steps.
     """
     stop = min(length_k, q_rows[1]) if is_causal else length_k
-    return [(k0, min(k0 + block_k, length_k)) for k0 in range(0, stop, block_k)]
+    if not (is_causal and block_k_below):
+        return [(k0, min(k0 + block_k, length_k)) for k0 in range(0, stop, block_k)]
+    below = min(q_rows[0], length_k)
+    return [(k0, min(k0 + block_k_below, below)) for k0 in range(0, below, block_k_below)] + [
+        (k0, min(k0 + block_k, stop)) for k0 in range(below, stop, block_k)
+    ]
 
 
 def first_row(rows: tuple[int, int], cols: tuple[int, int], is_causal: bool) -> int:
@@ -72,7 +87,12 @@ def first_row(rows: tuple[int, int], cols: tuple[int, int], is_causal: bool) -> 
 
 
 def score_fraction(
-    length_q: int, length_k: int, block_q: int, block_k: int, is_causal: bool
+    length_q: int,
+    length_k: int,
+    block_q: int,
+    block_k: int,
+    is_causal: bool,
+    block_k_below: int | None = None,
 ) -> float:
     """The fraction of the L x S scores the torch path computes (1 for L or S = 0).
 
@@ -81,13 +101,17 @@ def score_fraction(
     key (`first_row`), so the fraction falls towards the visible half as
     the key blocks shrink: L = S = 2048 in blocks of 256 keys computes 9/16
     of the scores (whatever the query blocks), blocks of 128 keys 17/32.
+    ``block_k_below`` as `key_blocks`: wider blocks below the diagonal
+    waste nothing, and the blocks from r0 on stop at the diagonal, so it
+    changes the fraction only where the query blocks do not start and end
+    on multiples of ``block_k``.
     """
     if length_q == 0 or length_k == 0:
         return 1.0
     computed = sum(
         (rows[1] - first_row(rows, cols, is_causal)) * (cols[1] - cols[0])
         for rows in query_blocks(length_q, block_q)
-        for cols in key_blocks(rows, length_k, block_k, is_causal)
+        for cols in key_blocks(rows, length_k, block_k, is_causal, block_k_below)
     )
     return computed / (length_q * length_k)
 

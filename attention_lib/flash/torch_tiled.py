@@ -33,7 +33,9 @@ CPU. What it does differently, each measured on a 2-core AVX-512 machine:
   argument; torch's exp is 8 to 60 times slower on -inf and below -87.
 - **Causal tiles.** Tiles wholly above the diagonal are skipped, and so
   are a tile's rows above its first key (`first_row`); the rows that cross
-  the diagonal are masked in place with a cached triangle.
+  the diagonal are masked in place with a cached triangle. The keys before
+  a row block, which all its rows see, come in wider blocks than the ones
+  that cross its diagonal (`below_diagonal_width`): no mask, fewer steps.
 
 Gradients follow FlashAttention (Dao et al., arXiv:2205.14135, section 3.1;
 FlashAttention-2, arXiv:2307.08691, algorithm 2). The forward pass keeps the
@@ -93,6 +95,7 @@ __all__ = [
     "TORCH_CAUSAL_BLOCK_K",
     "TORCH_CAUSAL_BLOCK_Q",
     "TorchTiledFunction",
+    "below_diagonal_width",
     "default_blocks",
     "tiled_backward",
     "tiled_forward",
@@ -145,6 +148,16 @@ def default_blocks(is_causal: bool) -> tuple[int, int]:
     if is_causal:
         return TORCH_CAUSAL_BLOCK_Q, TORCH_CAUSAL_BLOCK_K
     return TORCH_BLOCK_Q, TORCH_BLOCK_K
+
+
+def below_diagonal_width(block_k: int) -> int:
+    """Causal: the width of the key blocks wholly below a row block's diagonal.
+
+    Those tiles need no mask and waste nothing, so they take at least the
+    width that suits an unmasked tile (`TORCH_BLOCK_K`); ``block_k`` is the
+    width of the blocks that cross the diagonal (`key_blocks`).
+    """
+    return max(block_k, TORCH_BLOCK_K)
 
 
 class _Operand:
@@ -239,6 +252,7 @@ class _Plan:
         self.scale2 = scale * self.unit
         self.exp_ = torch.Tensor.exp_ if float_mask else torch.Tensor.exp2_  # in place
         self.block_q, self.block_k = block_q, block_k
+        self.block_k_below = below_diagonal_width(block_k) if is_causal else block_k
         self.exact = exact
         self.bool_mask = mask is not None and mask.dtype == torch.bool
         if self.bool_mask:  # where a boolean mask hides a key, filled in place per tile
@@ -309,7 +323,8 @@ class _Plan:
         return scratch["kv"]
 
     def key_blocks(self, rows: tuple[int, int]) -> list[tuple[int, int]]:
-        return key_blocks(rows, self.length_k, self.block_k, self.is_causal)
+        below = self.block_k_below if self.is_causal else None
+        return key_blocks(rows, self.length_k, self.block_k, self.is_causal, below)
 
     def _above_diagonal(self, rows: tuple[int, int], cols: tuple[int, int]) -> torch.Tensor:
         """True where key c0 + j comes after query r0 + i: cached per tile shape and offset."""
@@ -439,7 +454,7 @@ def _forward_rows(
     r = slice(*rows)
     key, value = plan.keys_and_values(group, scratch)  # (g, S, E + 1), (g, S, Ev + 1)
     q = plan.copy(scratch, "q", plan["query", group][:, r], plan.scale2)  # (g, bq, E + 1)
-    buffer = _scratch(scratch, "s", q.shape[0] * q.shape[1] * plan.block_k, q)
+    buffer = _scratch(scratch, "s", q.shape[0] * q.shape[1] * plan.block_k_below, q)
     block = _row_block(plan, q, key, value, group, rows, buffer, lazy=plan.lazy)
     if block is None:  # the lazy shift fell too far below a row's maximum
         block = _row_block(plan, q, key, value, group, rows, buffer, lazy=False)
@@ -585,7 +600,7 @@ def _backward_group(
     key, value = plan.keys_and_values(group, scratch)  # (g, S, E + 1), (g, S, Ev + 1)
     key_t, value_t = key.transpose(-1, -2), value.transpose(-1, -2)  # (g, E + 1, S), ...
     g = group[1] - group[0]
-    size = g * plan.block_q * plan.block_k
+    size = g * plan.block_q * plan.block_k_below  # the widest tile
     buffers = _scratch(scratch, "s", size, key), _scratch(scratch, "dp", size, key)
     for rows in query_blocks(plan.length, plan.block_q):
         r = slice(*rows)

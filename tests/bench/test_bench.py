@@ -111,9 +111,36 @@ def test_ratios_are_measured_idle_and_loaded_side_by_side():
         )
         assert r["score_fraction"] == 1  # at L = 64 one tile covers every score
     assert [n["causal"] for n in result["numpy"]] == [False, True]
+    assert set(result["machine_load"]) == {"idle", "loaded"}
+    for record in result["machine_load"].values():
+        assert 0 <= record["others_cpu_share"] <= 1 and record["busy"] == bool(record["warnings"])
     text = ratios.format_ratios(result)
     assert "forward + backward, causal" in text and "numpy tiled / numpy reference" in text
-    assert len(text.splitlines()) == 2 + 4 + 1 + 2  # header, 4 cases, legend, 2 numpy lines
+    assert "other processes' share of the CPU time: idle " in text and ", loaded " in text
+    # busy or not (another test worker may be running): the warnings come first and last
+    lines = [line for line in text.splitlines() if not line.startswith("WARNING")]
+    assert len(lines) == 3 + 4 + 1 + 2  # header and shares, 4 cases, legend, 2 numpy lines
+
+
+def test_the_ratio_table_warns_first_and_last_when_the_machine_was_busy():
+    case = {"length": 64, "width": 16, "causal": True, "backward": False, "rounds": 1}
+    row = case | {"ours_gflops": 1.0, "sdpa_gflops": 2.0, "ratio": 0.5, "score_fraction": 0.5}
+    row |= {"block_q": 1024, "block_k": 128, "block_k_below": 256}
+    idle = {"others_cpu_share": 0.3, "warnings": ["WARNING: the machine was busy: others"]}
+    result = {
+        "info": {"load_average": [0.1, 0.2, 0.3], "torch_threads": 2},
+        "machine_load": {"idle": idle, "loaded": {"others_cpu_share": 0.02, "warnings": []}},
+        "ratios": [row | {"load": "idle"}, row | {"load": "loaded", "ratio": 0.4}],
+        "memory": [],
+        "numpy": [],
+    }
+    lines = ratios.format_ratios(result).splitlines()
+    assert lines[0] == lines[-1] == "WARNING: the machine was busy: others"
+    assert "other processes' share of the CPU time: idle 30%, loaded 2%" in lines
+    (case_line,) = (line for line in lines if line.lstrip().startswith("64"))
+    assert "1024x128/256" in case_line and case_line.rstrip().endswith("0.80")  # 0.4 / 0.5 kept
+    del result["machine_load"]  # a file written before the load was kept
+    assert not ratios.format_ratios(result).startswith("WARNING")
 
 
 def test_the_busy_process_runs_only_inside_its_block():

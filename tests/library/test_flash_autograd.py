@@ -287,3 +287,21 @@ def test_auto_never_imports_triton_for_numpy_or_cpu_tensors():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(("length", "keys"), [(700, 700), (700, 450), (520, 700)])
+def test_causal_blocks_below_the_diagonal_in_their_own_width_match_the_reference(length, keys):
+    # rows in blocks of 300 and crossing key blocks of 7: the keys before rows 300 and 600
+    # come in blocks of 256 (`below_diagonal_width`), the last one cut short, unmasked
+    from attention_lib.flash.torch_tiled import below_diagonal_width
+
+    assert below_diagonal_width(7) == 256
+    q, k, v = leaf((2, length, 8), 0), leaf((2, keys, 8), 1), leaf((2, keys, 5), 2)
+    grad_out = make((2, length, 5), "torch", "float64", seed=3)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    tiles = dict(is_causal=True, block_q=300, block_k=7)
+    torch.testing.assert_close(tiled(q, k, v, **tiles), sdpa(q, k, v, is_causal=True), **FLOAT64)
+    got = _grads(lambda *a: tiled(*a, **tiles), (q, k, v), grad_out)
+    want = _grads(lambda *a: sdpa(*a, is_causal=True), (q, k, v), grad_out)
+    for name, mine, theirs in zip("qkv", got, want, strict=True):
+        torch.testing.assert_close(mine, theirs, **FLOAT64, msg=lambda m, n=name: f"d{n}: {m}")

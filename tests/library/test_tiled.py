@@ -88,6 +88,44 @@ def test_causal_key_blocks_wholly_above_the_diagonal_are_skipped():
     assert key_blocks((8, 9), 5, 4, is_causal=True) == [(0, 4), (4, 5)]
 
 
+def test_causal_keys_below_the_diagonal_can_come_in_wider_blocks():
+    # the torch path's list: keys before the row block in blocks of 5, then blocks of 3 from r0
+    assert key_blocks((0, 4), 12, 3, is_causal=True, block_k_below=5) == [(0, 3), (3, 4)]
+    assert key_blocks((8, 12), 12, 3, is_causal=True, block_k_below=5) == [
+        *[(0, 5), (5, 8)],  # below the diagonal: every row of the block sees them
+        *[(8, 11), (11, 12)],  # crossing it: masked
+    ]
+    assert key_blocks((8, 12), 6, 3, is_causal=True, block_k_below=5) == [(0, 5), (5, 6)]  # S < r0
+    # not causal: every key block, block_k wide
+    assert key_blocks((8, 12), 12, 4, False, block_k_below=5) == key_blocks((8, 12), 12, 4, False)
+
+
+def test_wider_blocks_below_the_diagonal_compute_no_more_scores():
+    # row blocks starting on a multiple of block_k: the same scores as the even grid
+    assert score_fraction(2048, 2048, 1024, 128, True, block_k_below=256) == 17 / 32
+    # L = S = 8, rows in 3s, keys in 2s; per row block, the rows from `first_row` x block width
+    assert (
+        score_fraction(8, 8, 3, 2, True)
+        == (
+            (3 * 2 + 1 * 2)  # rows 0-2: keys (0, 2), (2, 4), key 3 computed and masked
+            + (3 * 2 + 3 * 2 + 2 * 2)  # rows 3-5: (0, 2), (2, 4), (4, 6)
+            + (2 * 2) * 4  # rows 6-7: four blocks
+        )
+        / 64
+    )
+    # below the diagonal in 4s: rows 3-5 take keys 0-2 as one block, and the blocks from r0
+    # stop at the diagonal (key 3 is not computed for rows 0-2)
+    assert (
+        score_fraction(8, 8, 3, 2, True, block_k_below=4)
+        == (
+            (3 * 2 + 1 * 1)  # rows 0-2: (0, 2), (2, 3)
+            + (3 * 3 + 3 * 2 + 1 * 1)  # rows 3-5: (0, 3) below, then (3, 5), (5, 6)
+            + (2 * 4 + 2 * 2 + 2 * 2)  # rows 6-7: (0, 4), (4, 6) below, then (6, 8)
+        )
+        / 64
+    )
+
+
 def test_skipped_tiles_are_not_computed(lib):
     # Keys 4..7 come after every query (L = 4 < S = 8), so with block_k = 4 their
     # tile is wholly above the diagonal. NaN values there would poison the output
