@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 import ipywidgets as widgets
 import numpy as np
@@ -79,6 +80,79 @@ class _RedrawsWords:
         if change["owner"] is self.sentence:
             self._background = None  # type: ignore[attr-defined]  # old words in it
         super()._on_change(change)  # type: ignore[misc]
+
+
+class _KeepsBackgrounds(_RedrawsWords):
+    """A `_RedrawsWords` explorer that keeps each sentence's background, and draws them ahead.
+
+    A background is kept by sentence and canvas size (a resize or a new pixel
+    ratio draws new ones), so coming back to a sentence is a blit. While the
+    kernel is idle after the figure is shown, the backgrounds of the other
+    sentences are drawn too, one every `PREFETCH_MS` (`_show_words` sets one
+    sentence's static artists alone): a first visit is a blit as well. For 02's
+    map a new background was about 35 ms of a 54 ms move on the course machine,
+    the one control over its latency target; kept, the move costs what a layer
+    move does.
+    """
+
+    PREFETCH_MS = 100
+
+    def _show_words(self, sentence: str) -> None:
+        """Set the static artists to ``sentence``'s."""
+        raise NotImplementedError
+
+    def _background_key(self, sentence: str | None = None) -> tuple[Any, ...]:
+        """What a kept background is good for: a sentence (default: the one shown) on a
+        canvas of this size and resolution."""
+        fig = self.fig  # type: ignore[attr-defined]
+        size = tuple(round(x) for x in fig.bbox.size)
+        return (self.sentence.value if sentence is None else sentence, size, fig.dpi)
+
+    def _kept(self) -> dict[tuple[Any, ...], Any]:
+        return self.__dict__.setdefault("_backgrounds", {})
+
+    def _draw_background(self) -> None:
+        """The shown sentence's background: the kept one, or drawn now and kept."""
+        kept, key = self._kept(), self._background_key()
+        if key in kept:
+            self._background = kept[key]
+            self.fig.canvas.restore_region(self._background)  # type: ignore[attr-defined]
+            return
+        for old in [k for k in kept if k[1:] != key[1:]]:  # another size: never used again
+            del kept[old]
+        super()._draw_background()  # type: ignore[misc]
+        kept[key] = self._background
+
+    def _prepare_background_soon(self) -> None:
+        super()._prepare_background_soon()  # type: ignore[misc]
+        old = getattr(self, "_prefetch_timer", None)
+        if old is not None:
+            old.stop()  # one prefetch at a time, for the latest size
+        timer = self.fig.canvas.new_timer(interval=self.PREFETCH_MS)  # type: ignore[attr-defined]
+        timer.add_callback(self._prefetch_one)
+        timer.start()
+        self._prefetch_timer = timer  # kept alive until it stops itself
+
+    def _prefetch_one(self) -> bool:
+        """Draw and keep one more sentence's background; False, and the timer stops, when
+        none is missing. The canvas's pixels are not sent: the next move first restores the
+        shown sentence's background, as every move does."""
+        kept = self._kept()
+        missing = [s for s in self.sentence.options if self._background_key(s) not in kept]
+        if not missing:
+            timer = getattr(self, "_prefetch_timer", None)
+            if timer is not None:
+                timer.stop()
+            return False
+        shown, current = self.sentence.value, self._background  # type: ignore[has-type]
+        self._show_words(missing[0])
+        try:
+            super()._draw_background()  # type: ignore[misc]  # drawn, not sent
+            kept[self._background_key(missing[0])] = self._background
+        finally:
+            self._show_words(shown)
+            self._background = current
+        return True
 
 
 class WhereItLooksExplorer(_RedrawsWords, Explorer):
@@ -243,7 +317,7 @@ class WhereItLooksExplorer(_RedrawsWords, Explorer):
         )
 
 
-class HeadMapsExplorer(_RedrawsWords, Explorer):
+class HeadMapsExplorer(_KeepsBackgrounds, Explorer):
     """One head's attention map over a sentence: queries down, keys across.
 
     Controls: ``sentence``, ``model`` (the trained scale rules), ``layer``
@@ -252,8 +326,9 @@ class HeadMapsExplorer(_RedrawsWords, Explorer):
     (``maps.weights[layer, head]``). Cells above the diagonal are hatched grey: the causal mask
     keeps a word from looking at later words, so their weight is exactly 0.
     After each update ``maps`` holds the `attention_lib.model.views.HeadMaps` drawn. A new sentence
-    redraws the figure (new words on both axes); the other controls redraw
-    only the map and its title.
+    changes the words on both axes, whose background is kept per sentence and
+    drawn ahead while the kernel is idle (`_KeepsBackgrounds`); every move
+    redraws only the map, its highlighted row and its title.
     """
 
     def __init__(self, sentences: Sequence[str] | None = None) -> None:
@@ -350,6 +425,17 @@ class HeadMapsExplorer(_RedrawsWords, Explorer):
             box.children = [*rows, *box.children[1:]]
         return box
 
+    def _show_words(self, sentence: str) -> None:
+        """The sentence's words on both axes, and the map's limits: all a sentence changes in
+        the background (the words of any model are the same)."""
+        words = self._maps(sentence, "sqrt_d16").words
+        n = len(words)
+        ax = self.ax
+        ax.set_xlim(-0.5, n - 0.5)
+        ax.set_ylim(n - 0.5, -0.5)
+        ax.set_xticks(range(n), words, rotation=90)
+        ax.set_yticks(range(n), words)
+
     def update(self) -> None:
         self.maps = maps = self._maps(self.sentence.value, self.model.value)
         n = len(maps.words)
@@ -358,11 +444,8 @@ class HeadMapsExplorer(_RedrawsWords, Explorer):
         grid[:n, :n] = maps.weights[self.layer.value, self.head.value]
         grid[np.triu_indices(t, k=1)] = np.nan  # drawn by the hatch instead
         self.image.set_data(np.ma.masked_invalid(grid))
+        self._show_words(self.sentence.value)
         ax = self.ax
-        ax.set_xlim(-0.5, n - 0.5)
-        ax.set_ylim(n - 0.5, -0.5)
-        ax.set_xticks(range(n), maps.words, rotation=90)
-        ax.set_yticks(range(n), maps.words)
         self.highlight.set_xy((-0.5, maps.query - 0.5))
         self.highlight.set_width(maps.query + 1)
         row = maps.weights[self.layer.value, self.head.value, maps.query]  # (n,)

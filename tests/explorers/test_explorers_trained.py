@@ -56,6 +56,62 @@ def test_every_frame_matches_a_full_redraw(explorer):
         assert wrong == 0, f"after {control.description!r} = {value!r}: {wrong} stale pixels"
 
 
+def _cycle_sentences(e):
+    """Every sentence, then back to the first, each followed by a move of another control;
+    each frame against a full redraw (which, a full draw, also drops the shown background)."""
+    other = e.controls[-1]  # the head
+    for sentence in [*e.sentence.options, e.sentence.options[0]]:
+        e.sentence.value = sentence
+        for _ in range(2):
+            frame, full = frame_and_full_draw(e)
+            assert int(np.any(frame != full, axis=-1).sum()) == 0, sentence
+            other.value = next(v for v in control_values(other) if v != other.value)
+
+
+@pytest.mark.parametrize("explorer", ["HeadMaps"], indirect=True)
+def test_a_sentence_once_drawn_keeps_its_background(explorer, monkeypatch):
+    from attention_lib.explorers.base import Explorer
+
+    explorer.blit = True
+    explorer.fig.canvas.draw()
+    _cycle_sentences(explorer)  # draws each sentence's background once, and keeps it
+    kept = set(explorer._backgrounds)
+    assert {k[0] for k in kept} == set(explorer.sentence.options)
+    monkeypatch.setattr(Explorer, "_draw_background", lambda self: pytest.fail("drawn again"))
+    _cycle_sentences(explorer)  # restores the kept ones: the same pixels as full redraws
+    assert set(explorer._backgrounds) == kept
+    monkeypatch.undo()
+    explorer.fig.set_size_inches(6, 4)  # a new size: new backgrounds, the old ones let go
+    explorer.fig.canvas.draw()
+    explorer.sentence.value = explorer.sentence.options[1]
+    assert [k[1] for k in explorer._backgrounds] == [(600, 400)]
+
+
+def test_the_head_map_draws_every_sentences_background_while_idle(monkeypatch):
+    """Agg's timers never fire, so the test ticks the prefetch itself, as ipympl's would."""
+    from attention_lib.explorers.base import Explorer
+
+    e = HeadMapsExplorer()
+    e.blit = True
+    e.fig.canvas.draw()  # shown: the prefetch would start now
+    e.layer.value = 0
+    frame, _ = frame_and_full_draw(e)  # a frame on the canvas before the prefetch
+    ticks = 0
+    while e._prefetch_one():
+        ticks += 1
+    assert ticks == len(e.sentence.options)  # one background a tick (the shown one too)
+    assert not e._prefetch_one(), "nothing left: the timer stops"
+    shown = np.asarray(e.fig.canvas.buffer_rgba())
+    assert e.sentence.value == e.sentence.options[0] and e.ax.get_xticklabels()[0].get_text()
+    monkeypatch.setattr(Explorer, "_draw_background", lambda self: pytest.fail("not drawn ahead"))
+    e.layer.value = 1  # the shown sentence's kept background under the new layer's map
+    frame, full = frame_and_full_draw(e)
+    assert int(np.any(frame != full, axis=-1).sum()) == 0
+    assert shown.shape == frame.shape
+    _cycle_sentences(e)  # every first visit a blit
+    plt.close(e.fig)
+
+
 def control_rows(box: widgets.Box) -> list[widgets.HBox]:
     """The rows of controls above the figure: HBoxes in the box, or in its controls' VBox."""
     rows = []
