@@ -43,6 +43,7 @@ from ..memory import available_bytes, format_bytes
 __all__ = [
     "BUSY_LOAD_PER_CPU",
     "BUSY_OTHERS_SHARE",
+    "LOAD_SAMPLE_S",
     "CudaPeak",
     "HostPeak",
     "MachineLoad",
