@@ -424,16 +424,19 @@ def test_the_front_end_refuses_a_plain_global():
 
 
 if importlib.util.find_spec("triton") is not None:  # probes for the test above
-    import triton
     import triton.language as tl
+    from triton.runtime.jit import JITFunction
 
     _PLAIN = 0.6931471805599453  # a plain Python float, as LN2 once was
     _CONSTEXPR = tl.constexpr(0.6931471805599453)
 
-    @triton.jit
-    def _reads_plain_global(X):
+    # JITFunction, not @triton.jit: under TRITON_INTERPRET=1 the decorator gives the
+    # interpreter's function, which the GPU front end cannot take
+    def _plain(X):
         tl.store(X, tl.load(X) * _PLAIN)
 
-    @triton.jit
-    def _reads_constexpr_global(X):
+    def _constexpr(X):
         tl.store(X, tl.load(X) * _CONSTEXPR)
+
+    _reads_plain_global = JITFunction(_plain)
+    _reads_constexpr_global = JITFunction(_constexpr)
