@@ -15,7 +15,9 @@ spinning on one core, "loaded"). Beside them:
   causal tiles above the diagonal are skipped),
 - the peak memory of our path beyond its inputs and outputs (gradients
   included) at a long length, forward and forward + backward,
-- the numpy tiled loop against the numpy reference path, timed alternately.
+- the numpy tiled loop against the numpy reference path, timed alternately,
+- the floor under the ratios: one tile's torch operations timed alone, one
+  thread, against SDPA per score (`attention_lib.bench.floor`).
 
 Ratios measured side by side are what to compare on a shared machine; the
 machine, its torch threads and its load average as the run starts are
@@ -40,6 +42,7 @@ import numpy as np
 from ..core import scaled_dot_product_attention
 from ..flash import flash_attention
 from ..flash.tiles import score_fraction
+from .floor import floor_cases, format_floor, measure_floor
 from .machine import HostPeak, MachineLoad, MiB, machine_info
 
 __all__ = [
@@ -284,6 +287,7 @@ def run_ratios(
         result["machine_load"]["loaded"] = load.stop().record()
     result["memory"] = measure_memory(memory_length, widths) if memory_length else []
     result["numpy"] = measure_numpy(numpy_lengths, min(widths), rounds)
+    result["floor"] = [measure_floor(n, e, rounds) for n, e in floor_cases(lengths, widths)]
     return result
 
 
@@ -347,6 +351,7 @@ def format_ratios(result: dict[str, Any]) -> str:
             f"{', causal' if n['causal'] else ''}: {n['ratio']:.2f} "
             f"({n['tiled_s']:.3f} s against {n['reference_s']:.3f} s)"
         )
+    lines += format_floor(result.get("floor", []))  # absent in files written before it was
     return "\n".join([*lines, *warnings])
 
 

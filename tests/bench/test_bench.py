@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from attention_lib.bench import cli, cpu, ratios
+from attention_lib.bench.floor import OPERATIONS, format_floor
 from attention_lib.fits import fit_exponent
 
 
@@ -98,6 +100,7 @@ def test_log_log_slope_is_exact_on_power_laws_and_names_bad_input():
 
 
 def test_ratios_are_measured_idle_and_loaded_side_by_side():
+    threads = torch.get_num_threads()
     result = ratios.run_ratios([64], [16], rounds=2, memory_length=0, numpy_lengths=[32])
     rows = result["ratios"]
     assert len(rows) == 2 * 2 * 2  # (forward, + backward) x (causal or not) x (idle, loaded)
@@ -119,7 +122,30 @@ def test_ratios_are_measured_idle_and_loaded_side_by_side():
     assert "other processes' share of the CPU time: idle " in text and ", loaded " in text
     # busy or not (another test worker may be running): the warnings come first and last
     lines = [line for line in text.splitlines() if not line.startswith("WARNING")]
-    assert len(lines) == 3 + 4 + 1 + 2  # header and shares, 4 cases, legend, 2 numpy lines
+    assert len(lines) == 3 + 4 + 1 + 2 + 4  # header and shares, 4 cases, legend, numpy, floor
+    (floor,) = result["floor"]
+    assert (floor["length"], floor["width"], floor["threads"]) == (64, 16, 1)
+    assert set(floor["ns_per_score"]) == set(OPERATIONS)
+    assert floor["operations_ns"] == pytest.approx(sum(floor["ns_per_score"].values()))
+    assert floor["floor_ratio"] == pytest.approx(floor["sdpa_ns"] / floor["operations_ns"])
+    assert floor["ours_ratio"] == pytest.approx(floor["sdpa_ns"] / floor["ours_ns"])
+    assert all(x > 0 for x in floor["ns_per_score"].values())
+    assert torch.get_num_threads() == threads  # the one-thread timing gave the count back
+
+
+def test_the_floor_table_prints_each_operation_and_both_ratios():
+    ops = {"scores": 1.0, "exp2": 0.3, "row sums": 0.05, "weights x values": 0.9}
+    row = {"length": 2048, "width": 64, "block_q": 1024, "block_k": 256, "threads": 1}
+    row |= {"ns_per_score": ops, "operations_ns": 2.25, "sdpa_ns": 2.4, "ours_ns": 3.0}
+    row |= {"floor_ratio": 2.4 / 2.25, "ours_ratio": 0.8}
+    header, columns, line, legend = format_floor([row])
+    assert header.startswith("the floor: one tile's torch operations")
+    assert "q k^T      exp2   row sum       p v    sum" in columns
+    assert (
+        line.split() == "2048 64 1024x256 1.000 0.300 0.050 0.900 2.25 2.40 3.00 1.07 0.80".split()
+    )
+    assert legend.startswith("(SDPA/sum: the best ratio")
+    assert format_floor([]) == []
 
 
 def test_the_ratio_table_warns_first_and_last_when_the_machine_was_busy():

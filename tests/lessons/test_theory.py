@@ -7,6 +7,7 @@ saturated head in training.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -14,12 +15,13 @@ import pytest
 import torch
 from support import make, to_numpy
 
-from attention_lib import attention_weights, softmax
+from attention_lib import attention_weights, backend, softmax
 from attention_lib.lessons.saturation import (
     RetrievalRun,
     compare_retrieval_heads,
     jacobian_norms,
     jacobian_row_norms,
+    retrieval,
     train_retrieval_head,
 )
 from attention_lib.lessons.scaling import (
@@ -440,3 +442,17 @@ def test_the_simplex_check_prints_what_was_measured_and_the_tolerance_apart():
     assert "largest |row sum - 1| 1.00e-03 (tolerance 1.5e-08): NOT on the simplex" in str(
         simplex_check(nearly)
     )
+
+
+def test_training_flushes_subnormals_and_gives_the_same_losses(monkeypatch):
+    """Subnormal floats count as 0 inside `subnormals_flushed` (and only there), and an
+    unscaled head, whose saturated weights and gradients fall into that range, trains to
+    the same losses bit for bit with them kept."""
+    tiny = torch.tensor([1e-40])  # a float32 subnormal
+    with backend.subnormals_flushed():
+        assert float(tiny * 1.0) == 0.0
+    assert float(tiny * 1.0) > 0.0
+    flushed = train_retrieval_head(1.0, steps=40, seed=3)
+    monkeypatch.setattr(retrieval, "subnormals_flushed", contextlib.nullcontext)
+    kept = train_retrieval_head(1.0, steps=40, seed=3)
+    np.testing.assert_array_equal(flushed.loss, kept.loss)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ...backend import torch_threads
+from ...backend import subnormals_flushed, torch_threads
 from ...core import attention_weights
 from ...inputs import positive_integer, positive_number
 from ...normalisers import entropy
@@ -124,7 +124,7 @@ def train_retrieval_head(
     resolved = 1.0 / math.sqrt(width) if scale is None else positive_number("scale", scale)
     positive_number("lr", lr)
 
-    with torch_threads(1):
+    with torch_threads(1), subnormals_flushed():  # a saturated head's gradients are tiny
         gen = torch.Generator().manual_seed(seed)
         w_q = torch.randn(token_width, width, generator=gen).requires_grad_()  # (m, d)
         w_k = torch.randn(token_width, width, generator=gen).requires_grad_()  # (m, d)

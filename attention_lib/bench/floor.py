@@ -1,0 +1,139 @@
+"""The floor under the ratios: one tile's torch operations, each timed alone, against SDPA.
+
+Part of ``python -m attention_lib.bench`` (with the ratios, `attention_lib.bench.ratios`).
+The torch tiled path's forward pass is, per tile after a row block's first,
+four torch operations (`attention_lib.flash.torch_tiled`): the product of the
+queries with a block of keys (the shift folded in), exp2 in place, the row
+sums added to the totals, and the product of the weights with the values.
+Here each runs alone, on one thread, on operands laid out as the path lays
+them out (rows padded by 64 bytes, a column more for the shift), again and
+again on warm caches, and its time is divided by the tile's scores. Their
+sum is the least any path built of these operations can spend per score;
+beside it, SDPA's whole forward pass and ours per score, one thread each, on
+B = 1, H = 8. So the table says how far the path is from its own floor
+(Python between the operations, copies, the first tile of each row block,
+caches colder than here), and how far the floor is from PyTorch's fused
+kernel, which computes the exponentials, the maximum and the sums in one pass
+over a tile that stays in cache.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["floor_cases", "format_floor", "measure_floor"]
+
+PAD_FLOATS = 16  # the path's 64-byte padding of float32 rows
+OPERATIONS = ("scores", "exp2", "row sums", "weights x values")
+_HEADERS = {"scores": "q k^T", "exp2": "exp2", "row sums": "row sum", "weights x values": "p v"}
+
+
+def _per_call(fn: Callable[[], Any], rounds: int, calls: int) -> float:
+    """Median seconds per call of ``fn`` over ``rounds`` timings of ``calls`` calls."""
+    fn()
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - start) / calls)
+    return statistics.median(times)
+
+
+def _tile_operations(width: int, block_q: int, block_k: int) -> dict[str, Callable[[], Any]]:
+    """The forward pass's four operations on one tile, as `_row_block` calls them (g = 1)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+
+    def padded(rows: int, cols: int) -> torch.Tensor:  # (1, rows, cols), rows 64 bytes longer
+        return torch.randn(1, rows, width + PAD_FLOATS, generator=generator)[..., :cols]
+
+    q = padded(block_q, width + 1)  # (1, bq, E + 1): scaled queries, -shift last
+    key_t = padded(block_k, width + 1).transpose(-1, -2)  # (1, E + 1, bk)
+    value = padded(block_k, width)  # (1, bk, Ev)
+    scores = torch.empty(1, block_q, block_k)  # (1, bq, bk)
+    before = torch.rand(1, block_q, block_k, generator=generator) * -20  # scores - shift
+    total = torch.zeros(1, block_q, 1)  # (1, bq, 1)
+    acc = torch.zeros(1, block_q, width)  # (1, bq, Ev)
+    return {
+        "scores": lambda: torch.bmm(q, key_t, out=scores),
+        "exp2": lambda: torch.exp2(before, out=scores),  # reads a tile, writes one, as exp2_
+        "row sums": lambda: total.add_(scores.sum(dim=-1, keepdim=True)),
+        "weights x values": lambda: acc.baddbmm_(scores, value),
+    }
+
+
+def floor_cases(lengths: Sequence[int], widths: Sequence[int]) -> list[tuple[int, int]]:
+    return [(length, width) for width in widths for length in lengths]
+
+
+def measure_floor(length: int, width: int, rounds: int = 7) -> dict[str, Any]:
+    """One row: ns per score of each operation, their sum, and SDPA's and ours, one thread."""
+    import torch
+    import torch.nn.functional as F
+
+    from ..flash import flash_attention
+    from ..flash.torch_tiled import default_blocks
+
+    block_q, block_k = default_blocks(False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the tiled path then runs in this thread, as each worker does
+    try:
+        tile = block_q * block_k
+        ops = {
+            name: _per_call(fn, rounds, 20) / tile * 1e9
+            for name, fn in _tile_operations(width, block_q, block_k).items()
+        }
+        generator = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(1, 8, length, width, generator=generator) for _ in "qkv")
+        scores = 8 * length * length
+        whole = {
+            "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
+            "ours": lambda: flash_attention(q, k, v, backend="tiled"),
+        }
+        per_score = {name: _per_call(fn, rounds, 1) / scores * 1e9 for name, fn in whole.items()}
+    finally:
+        torch.set_num_threads(threads)
+    floor = sum(ops.values())
+    return {
+        "length": length,
+        "width": width,
+        "block_q": block_q,
+        "block_k": block_k,
+        "threads": 1,
+        "ns_per_score": ops,
+        "operations_ns": floor,
+        "sdpa_ns": per_score["sdpa"],
+        "ours_ns": per_score["ours"],
+        "floor_ratio": per_score["sdpa"] / floor,
+        "ours_ratio": per_score["sdpa"] / per_score["ours"],
+    }
+
+
+def format_floor(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The floor table as lines of text (empty for no rows)."""
+    if not rows:
+        return []
+    names = "  ".join(f"{_HEADERS[name]:>8}" for name in OPERATIONS)
+    lines = [
+        "the floor: one tile's torch operations (forward), each timed alone on warm caches, "
+        "one thread, ns per score (q k^T: scores, p v: weights x values)",
+        f"{'L':>6} {'E':>4} {'tiles':>9}  {names}  {'sum':>5}  {'SDPA':>5} {'ours':>5}  "
+        f"{'SDPA/sum':>8} {'SDPA/ours':>9}",
+    ]
+    for r in rows:
+        ops = "  ".join(f"{r['ns_per_score'][name]:>8.3f}" for name in OPERATIONS)
+        lines.append(
+            f"{r['length']:>6} {r['width']:>4} {r['block_q']:>4}x{r['block_k']:<4}  {ops}  "
+            f"{r['operations_ns']:>5.2f}  {r['sdpa_ns']:>5.2f} {r['ours_ns']:>5.2f}  "
+            f"{r['floor_ratio']:>8.2f} {r['ours_ratio']:>9.2f}"
+        )
+    lines.append(
+        "(SDPA/sum: the best ratio a path of these operations could reach; "
+        "SDPA/ours: the path's, forward, one thread)"
+    )
+    return lines
