@@ -158,6 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.memory_length,
             args.numpy_lengths,
             loaded=not args.no_load,
+            after_sweep=not args.ratios_only,
         )
         out = args.out / machine_name("cpu")
         out.mkdir(parents=True, exist_ok=True)

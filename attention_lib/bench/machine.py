@@ -111,9 +111,16 @@ class MachineLoad:
     its descendants: the benchmark's server, kernels and browser), over the
     machine's CPU time in the same wall time; a process that both starts and
     ends between two snapshots is missed, so it is a lower bound.
+
+    ``load_before_counts`` False: this process itself was busy in the minute
+    before `start` (``make bench``'s sweep before its ratios, the idle ratios
+    before the loaded ones), so the 1-minute load average then counts its own
+    work and is no sign of others (`busy_warnings` leaves it out; it is still
+    recorded).
     """
 
     cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
+    load_before_counts: bool = True
     before: tuple[float, float, float] | None = None
     during: list[float] = field(default_factory=list)
     after: tuple[float, float, float] | None = None
@@ -171,6 +178,7 @@ class MachineLoad:
                 "max": float(np.nanmax(during)) if self.during else None,
             },
             "load_average_after": self.after,
+            "load_average_before_counts": self.load_before_counts,
             "others_cpu_share": self.others_share,
             "others_cpu_seconds": self.others_cpu_seconds,
             "busy": bool(busy_warnings(self)),
@@ -186,9 +194,10 @@ def busy_warnings(load: MachineLoad) -> list[str]:
             f"other processes used {load.others_share:.0%} of the machine's CPU time during the "
             f"run (more than {BUSY_OTHERS_SHARE:.0%})"
         )
-    if load.before is not None and load.before[0] > BUSY_LOAD_PER_CPU * load.cpus:
+    before = load.before if load.load_before_counts else None  # else it counts our own work
+    if before is not None and before[0] > BUSY_LOAD_PER_CPU * load.cpus:
         warnings.append(
-            f"the 1-minute load average was {load.before[0]:.1f} before the run, on "
+            f"the 1-minute load average was {before[0]:.1f} before the run, on "
             f"{load.cpus} CPUs (more than {BUSY_LOAD_PER_CPU} per CPU)"
         )
     if warnings:

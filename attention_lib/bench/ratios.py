@@ -266,6 +266,7 @@ def run_ratios(
     memory_length: int,
     numpy_lengths: Sequence[int],
     loaded: bool = True,
+    after_sweep: bool = False,
 ) -> dict[str, Any]:
     """The whole comparison: idle and loaded ratios, memory, numpy. A dict for ratios.json.
 
@@ -273,15 +274,18 @@ def run_ratios(
     the idle ratios were measured at); ``machine_load`` the `MachineLoad`
     records of the idle and the loaded measurements: how much CPU time
     processes other than this one (and its busy process) took meanwhile.
+    ``after_sweep``: this process ran the sweep just before, so the load
+    average as the idle ratios start counts that (as it counts the idle
+    ratios as the loaded ones start) and warns of nothing.
     """
     cases = default_cases(lengths, widths)
     result: dict[str, Any] = {"info": machine_info("cpu", "float32")}
     # how busy the machine was meanwhile, apart from this run (its busy process included)
-    load = MachineLoad().start()
+    load = MachineLoad(load_before_counts=not after_sweep).start()
     result["ratios"] = measure_ratios(cases, rounds, "idle")
     result["machine_load"] = {"idle": load.stop().record()}
     if loaded:
-        load = MachineLoad().start()
+        load = MachineLoad(load_before_counts=False).start()
         with busy_process():
             result["ratios"] += measure_ratios(cases, rounds, "loaded")
         result["machine_load"]["loaded"] = load.stop().record()
@@ -307,11 +311,13 @@ def format_ratios(result: dict[str, Any]) -> str:
     load = result["info"]["load_average"]
     machine_load = result.get("machine_load", {})  # absent in files written before it was kept
     warnings = list(dict.fromkeys(w for rec in machine_load.values() for w in rec["warnings"]))
+    own = not machine_load.get("idle", {}).get("load_average_before_counts", True)
     lines = [
         *warnings,
         f"ours / SDPA (throughput), timed alternately, median of {rows[0]['rounds']} each; "
         f"{result['info']['torch_threads']} torch threads; load average before: "
-        + " ".join(f"{x:.2f}" for x in load),
+        + " ".join(f"{x:.2f}" for x in load)
+        + (" (this run's own sweep just before)" if own else ""),
         *_others_share(machine_load),
         f"{'L':>6} {'E':>4}  {'pass':<27} {'tiles':>13} {'scores':>6}  "
         f"{'idle: ours':>10} {'SDPA':>6} {'ratio':>5}  "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -9,6 +10,7 @@ import torch
 
 from attention_lib.bench import cli, cpu, ratios
 from attention_lib.bench.floor import OPERATIONS, format_floor
+from attention_lib.bench.machine import MachineLoad, busy_warnings
 from attention_lib.fits import fit_exponent
 
 
@@ -167,6 +169,31 @@ def test_the_ratio_table_warns_first_and_last_when_the_machine_was_busy():
     assert "1024x128/256" in case_line and case_line.rstrip().endswith("0.80")  # 0.4 / 0.5 kept
     del result["machine_load"]  # a file written before the load was kept
     assert not ratios.format_ratios(result).startswith("WARNING")
+
+
+def test_the_load_average_after_our_own_work_is_no_sign_of_others():
+    """After the sweep (or the idle ratios) the 1-minute load average counts this run's
+    own work: only others' share of the CPU time then says the machine was busy."""
+    load = MachineLoad(cpus=2, load_before_counts=False)
+    load.before, load.others_share = (1.9, 1.6, 1.9), 0.01
+    assert busy_warnings(load) == []
+    load.others_share = 0.2
+    assert busy_warnings(load)[0].endswith(
+        "other processes used 20% of the machine's CPU time during the run (more than 10%)"
+    )
+    assert not any("load average" in w for w in busy_warnings(load))
+    assert MachineLoad(cpus=2, load_before_counts=True, before=(1.9, 1, 1)).record()["busy"]
+
+
+def test_make_bench_does_not_count_its_sweep_as_others_load(monkeypatch):
+    monkeypatch.setattr(ratios, "measure_ratios", lambda cases, rounds, load: [])
+    monkeypatch.setattr(ratios, "measure_numpy", lambda *args: [])
+    monkeypatch.setattr(ratios, "measure_floor", lambda *args: {})
+    monkeypatch.setattr(ratios, "busy_process", contextlib.nullcontext)
+    for after_sweep in (False, True):
+        result = ratios.run_ratios([64], [16], 1, 0, [32], after_sweep=after_sweep)
+        counts = {k: r["load_average_before_counts"] for k, r in result["machine_load"].items()}
+        assert counts == {"idle": not after_sweep, "loaded": False}
 
 
 def test_the_busy_process_runs_only_inside_its_block():

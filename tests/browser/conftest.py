@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import laptop
 import pytest
 
 import labdriver
@@ -90,15 +91,35 @@ def chromium(chromium_ready):
         yield browser
 
 
+@pytest.fixture(scope="session")
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder the browser tests' screenshots land in."""
+    return tmp_path_factory.mktemp("screenshots")
+
+
 @pytest.fixture(scope="module")
-def notebook(request: pytest.FixtureRequest, lab_server, chromium):
-    """The notebook ``request.param`` open in its own page, every cell run once."""
+def notebook(request: pytest.FixtureRequest, lab_server, chromium, screenshots):
+    """The notebook ``request.param`` open in its own page at a laptop's size, every cell run
+    once.
+
+    What the page showed before the run (the committed outputs of an untrusted
+    notebook, as a fresh clone's first open shows them) is kept as
+    ``page.first_open`` (`labdriver.widget_outputs`; with a screenshot, where
+    the notebook shows an explorer) for `laptop`'s checks.
+    """
     name = request.param
     page = labdriver.NotebookPage.open(
-        chromium, lab_server, name, workspace=name.removesuffix(".ipynb").replace("_", "-")
+        chromium,
+        lab_server,
+        name,
+        workspace=name.removesuffix(".ipynb").replace("_", "-"),
+        viewport=laptop.SIZES["laptop"],
     )
     try:
+        page.first_open = labdriver.widget_outputs(page)
+        if laptop.shows_an_explorer(name):
+            laptop.screenshot(page, screenshots, "first-open")
         page.run_all()
         yield page
     finally:
-        page.close()
+        page.close()  # a second close (after a test closed it) does nothing

@@ -1,6 +1,7 @@
 """Every numbered notebook, used as a learner uses it: JupyterLab in Chromium, sliders moved.
 
-For each notebook (one page, one kernel): Run All Cells, then
+For each notebook (one page at 1280 x 800, one kernel): what its first open
+shows, then Run All Cells, then
 
 - no cell shows an error, a traceback or a warning (cells tagged
   ``raises-exception`` may), no dialog or news prompt is on screen, and the
@@ -15,7 +16,11 @@ For each notebook (one page, one kernel): Run All Cells, then
   kernel's explorer holds the value the page shows beside the control, and
   the numbers in the figure (bar heights, markers, titles) are what
   ``attention_lib`` computes in this test process for that value, within the
-  bounds stated in `CHECKS`. No error or warning may be logged in the kernel.
+  bounds stated in `CHECKS`. No error or warning may be logged in the kernel;
+- where the notebook shows an explorer, the laptop checks of `laptop`: still
+  pictures at the first open, every explorer and output fitting the screen at
+  1280 x 800 and 1024 x 768 after Run All (before the sliders move), and the
+  still pictures again when the saved notebook is reopened (last).
 
 Which checks apply is data: `CHECKS` maps each explorer class to the inputs
 the test reads from the kernel and the function that recomputes its figure;
@@ -28,11 +33,13 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import laptop
 import numpy as np
 import pytest
 from ask_before_telling import asks, check_answers_wait
@@ -52,7 +59,7 @@ from attention_lib.lessons.crowded_room import changed_hands, three_steps
 from attention_lib.lessons.scaling import weight_stats
 from attention_lib.normalisers import softmax_jacobian
 from attention_lib.scales import scale_for, turn_volume
-from labdriver import RedrawTimeout, restart
+from labdriver import RedrawTimeout, layout, open_notebook, restart, save_notebook, widget_outputs
 
 pytestmark = pytest.mark.browser
 
@@ -535,6 +542,11 @@ def _readout_matches(control: dict, dom: dict) -> str | None:
 # -- tests -------------------------------------------------------------------------------
 
 
+@pytest.mark.notebooks(only=laptop.shows_an_explorer)
+def test_first_open_shows_still_pictures(notebook) -> None:
+    laptop.check_still_pictures(notebook.first_open, trusted=False)  # read before Run All
+
+
 def test_runs_all_cells_without_errors(notebook) -> None:
     cells = notebook.cells()
     code = [c for c in cells if c["type"] == "code" and c["source"].strip()]
@@ -563,8 +575,19 @@ def test_answers_wait_until_they_are_asked_for(notebook, tmp_path: Path) -> None
     check_answers_wait(notebook, tmp_path)  # before any slider moves: the page as Run All left it
 
 
+@pytest.mark.notebooks(only=laptop.shows_an_explorer)
+@pytest.mark.parametrize("size", list(laptop.SIZES))
+def test_explorers_and_outputs_fit_the_screen(notebook, size: str, screenshots: Path) -> None:
+    laptop.resize(notebook, size)  # one resize per size: the layout is read once for both
+    shown = layout(notebook)
+    laptop.check_fit(shown, size)
+    laptop.check_outputs_fit(shown, size)
+    laptop.screenshot(notebook, screenshots, size)
+
+
 def test_sliders_redraw_to_library_values(notebook, tmp_path: Path) -> None:
     page = notebook
+    laptop.resize(page, "laptop")  # back from the fit checks' smaller screen
     boxes = page.controls()
     if not any(boxes):
         assert page.path.removesuffix(".ipynb") not in MUST_MOVE, "its explorers are missing"
@@ -713,3 +736,32 @@ def test_a_restart_ends_the_waits_for_what_the_old_kernel_never_answered(noteboo
     restart(notebook, timeout_s=120)
     notebook.quiet(timeout_ms=60_000)  # raises RedrawTimeout naming what it still awaits
     assert notebook.execute("print(6 * 7)").strip() == "42"  # the new kernel answers
+
+
+@pytest.mark.notebooks(only=laptop.shows_an_explorer)
+def test_reopened_after_save_shows_still_pictures(
+    notebook, lab_server, chromium, screenshots: Path
+) -> None:
+    """Saved, closed (its kernel shut down) and opened again: the still pictures are back.
+    (Last in this file: it closes the notebook's page.)"""
+    save_notebook(notebook)
+    notebook.close()
+    name = notebook.path
+    reopened = open_notebook(
+        chromium, lab_server, name, f"reopened-{name[:2]}", laptop.SIZES["laptop"]
+    )
+    try:
+        # the saved widget state is restored some time after the page loads (seconds, on a
+        # loaded machine): wait until the check holds, or report it as it stands at the end
+        deadline = time.monotonic() + laptop.REOPEN_TIMEOUT_S
+        while True:
+            try:
+                laptop.check_still_pictures(widget_outputs(reopened), trusted=True)
+                break
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
+                reopened.page.wait_for_timeout(500)
+        laptop.screenshot(reopened, screenshots, "reopened")
+    finally:
+        reopened.close()
