@@ -15,16 +15,33 @@ B = 1, H = 8. So the table says how far the path is from its own floor
 caches colder than here), and how far the floor is from PyTorch's fused
 kernel, which computes the exponentials, the maximum and the sums in one pass
 over a tile that stays in cache.
+
+`measure_threads_and_processes` adds the price of running the path's two
+workers as threads of one process: each torch operation releases Python's
+lock (the GIL) while it computes and takes it back after, so a thread whose
+operation ends may wait for the other's Python. It times our forward pass on
+B = 1, H = 8 with two torch threads (the path's two workers), then the same
+heads split between two processes of one thread each, run at once (four
+heads each; no lock shared), and SDPA with two threads.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["floor_cases", "format_floor", "measure_floor"]
+__all__ = [
+    "floor_cases",
+    "format_floor",
+    "format_threads_and_processes",
+    "measure_floor",
+    "measure_threads_and_processes",
+]
 
 PAD_FLOATS = 16  # the path's 64-byte padding of float32 rows
 OPERATIONS = ("scores", "exp2", "row sums", "weights x values")
@@ -81,9 +98,9 @@ def measure_floor(length: int, width: int, rounds: int = 7) -> dict[str, Any]:
 
     block_q, block_k = default_blocks(False)
     threads = torch.get_num_threads()
+    tile = block_q * block_k
     torch.set_num_threads(1)  # the tiled path then runs in this thread, as each worker does
     try:
-        tile = block_q * block_k
         ops = {
             name: _per_call(fn, rounds, 20) / tile * 1e9
             for name, fn in _tile_operations(width, block_q, block_k).items()
@@ -137,3 +154,98 @@ def format_floor(rows: Sequence[dict[str, Any]]) -> list[str]:
         "SDPA/ours: the path's, forward, one thread)"
     )
     return lines
+
+
+def _inputs(heads: int, length: int, width: int) -> tuple[Any, Any, Any]:
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    return tuple(torch.randn(1, heads, length, width, generator=generator) for _ in "qkv")
+
+
+def measure_threads_and_processes(length: int, width: int, rounds: int = 7) -> dict[str, Any]:
+    """Seconds per forward pass (medians): ours with two threads, ours as two one-thread
+    processes at once (half the heads each: the slower one's), and SDPA with two threads."""
+    import torch
+    import torch.nn.functional as F
+
+    from ..flash import flash_attention
+
+    command = [sys.executable, "-m", "attention_lib.bench.floor", "--half"]
+    command += [str(length), str(width), str(rounds)]
+    children = [
+        subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    try:
+        for child in children:  # each has its inputs and has warmed up
+            assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        for child in children:  # then both time at once
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        halves = [float(json.loads(child.communicate()[0])["seconds"]) for child in children]
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+    q, k, v = _inputs(8, length, width)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        whole = {
+            "ours_two_threads_s": lambda: flash_attention(q, k, v, backend="tiled"),
+            "sdpa_two_threads_s": lambda: F.scaled_dot_product_attention(q, k, v),
+        }
+        row = {name: _per_call(fn, rounds, 1) for name, fn in whole.items()}
+    finally:
+        torch.set_num_threads(threads)
+    row["ours_two_processes_s"] = max(halves)
+    return {
+        "length": length,
+        "width": width,
+        **row,
+        "threads_ratio": row["sdpa_two_threads_s"] / row["ours_two_threads_s"],
+        "processes_ratio": row["sdpa_two_threads_s"] / row["ours_two_processes_s"],
+    }
+
+
+def format_threads_and_processes(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """`measure_threads_and_processes`' rows as lines of text (empty for no rows)."""
+    if not rows:
+        return []
+    lines = [
+        "two workers as threads of one process, or as two processes (half the heads each), "
+        "forward, ms; ratio: SDPA (two threads) / ours",
+        f"{'L':>6} {'E':>4}  {'threads':>8} {'processes':>9} {'SDPA':>7}  "
+        f"{'ratio, threads':>14} {'processes':>9}",
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['length']:>6} {r['width']:>4}  {r['ours_two_threads_s'] * 1e3:>8.1f} "
+            f"{r['ours_two_processes_s'] * 1e3:>9.1f} {r['sdpa_two_threads_s'] * 1e3:>7.1f}  "
+            f"{r['threads_ratio']:>14.2f} {r['processes_ratio']:>9.2f}"
+        )
+    return lines
+
+
+def _half(length: int, width: int, rounds: int) -> None:
+    """The child of `measure_threads_and_processes`: four heads, one thread, timed on "go"."""
+    import torch
+
+    from ..flash import flash_attention
+
+    torch.set_num_threads(1)
+    q, k, v = _inputs(4, length, width)
+    for _ in range(2):
+        flash_attention(q, k, v, backend="tiled")
+    print("ready", flush=True)
+    sys.stdin.readline()
+    seconds = _per_call(lambda: flash_attention(q, k, v, backend="tiled"), rounds, 1)
+    print(json.dumps({"seconds": seconds}))
+
+
+if __name__ == "__main__":  # python -m attention_lib.bench.floor --half L E ROUNDS
+    if sys.argv[1:2] != ["--half"] or len(sys.argv) != 5:
+        raise SystemExit("usage: python -m attention_lib.bench.floor --half L E ROUNDS")
+    _half(*(int(x) for x in sys.argv[2:]))

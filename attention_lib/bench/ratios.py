@@ -17,7 +17,9 @@ spinning on one core, "loaded"). Beside them:
   included) at a long length, forward and forward + backward,
 - the numpy tiled loop against the numpy reference path, timed alternately,
 - the floor under the ratios: one tile's torch operations timed alone, one
-  thread, against SDPA per score (`attention_lib.bench.floor`).
+  thread, against SDPA per score, and our forward pass with its two workers
+  as threads of one process against the same heads split between two
+  processes (`attention_lib.bench.floor`).
 
 Ratios measured side by side are what to compare on a shared machine; the
 machine, its torch threads and its load average as the run starts are
@@ -42,7 +44,13 @@ import numpy as np
 from ..core import scaled_dot_product_attention
 from ..flash import flash_attention
 from ..flash.tiles import score_fraction
-from .floor import floor_cases, format_floor, measure_floor
+from .floor import (
+    floor_cases,
+    format_floor,
+    format_threads_and_processes,
+    measure_floor,
+    measure_threads_and_processes,
+)
 from .machine import HostPeak, MachineLoad, MiB, machine_info
 
 __all__ = [
@@ -291,7 +299,11 @@ def run_ratios(
         result["machine_load"]["loaded"] = load.stop().record()
     result["memory"] = measure_memory(memory_length, widths) if memory_length else []
     result["numpy"] = measure_numpy(numpy_lengths, min(widths), rounds)
-    result["floor"] = [measure_floor(n, e, rounds) for n, e in floor_cases(lengths, widths)]
+    cases_floor = floor_cases(lengths, widths)
+    result["floor"] = [measure_floor(n, e, rounds) for n, e in cases_floor]
+    result["threads_and_processes"] = [
+        measure_threads_and_processes(n, e, rounds) for n, e in cases_floor
+    ]
     return result
 
 
@@ -358,6 +370,7 @@ def format_ratios(result: dict[str, Any]) -> str:
             f"({n['tiled_s']:.3f} s against {n['reference_s']:.3f} s)"
         )
     lines += format_floor(result.get("floor", []))  # absent in files written before it was
+    lines += format_threads_and_processes(result.get("threads_and_processes", []))
     return "\n".join([*lines, *warnings])
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attention_lib.bench import cli, cpu, ratios
-from attention_lib.bench.floor import OPERATIONS, format_floor
+from attention_lib.bench.floor import OPERATIONS, format_floor, format_threads_and_processes
 from attention_lib.bench.machine import MachineLoad, busy_warnings
 from attention_lib.fits import fit_exponent
 
@@ -124,7 +124,16 @@ def test_ratios_are_measured_idle_and_loaded_side_by_side():
     assert "other processes' share of the CPU time: idle " in text and ", loaded " in text
     # busy or not (another test worker may be running): the warnings come first and last
     lines = [line for line in text.splitlines() if not line.startswith("WARNING")]
-    assert len(lines) == 3 + 4 + 1 + 2 + 4  # header and shares, 4 cases, legend, numpy, floor
+    assert len(lines) == 3 + 4 + 1 + 2 + 4 + 3  # ..., 4 cases, legend, numpy, floor, processes
+    (split,) = result["threads_and_processes"]
+    assert (split["length"], split["width"]) == (64, 16)
+    assert split["threads_ratio"] == pytest.approx(
+        split["sdpa_two_threads_s"] / split["ours_two_threads_s"]
+    )
+    assert split["processes_ratio"] == pytest.approx(
+        split["sdpa_two_threads_s"] / split["ours_two_processes_s"]
+    )
+    assert min(split["ours_two_threads_s"], split["ours_two_processes_s"]) > 0
     (floor,) = result["floor"]
     assert (floor["length"], floor["width"], floor["threads"]) == (64, 16, 1)
     assert set(floor["ns_per_score"]) == set(OPERATIONS)
@@ -171,6 +180,18 @@ def test_the_ratio_table_warns_first_and_last_when_the_machine_was_busy():
     assert not ratios.format_ratios(result).startswith("WARNING")
 
 
+def test_the_threads_and_processes_table_prints_both_ratios():
+    row = {"length": 4096, "width": 64, "ours_two_threads_s": 0.294}
+    row |= {"ours_two_processes_s": 0.212, "sdpa_two_threads_s": 0.205}
+    row |= {"threads_ratio": 0.205 / 0.294, "processes_ratio": 0.205 / 0.212}
+    header, columns, line = format_threads_and_processes([row])
+    assert header.startswith("two workers as threads of one process, or as two processes")
+    assert columns.split() == ["L", "E", "threads", "processes", "SDPA", "ratio,", "threads",
+                               "processes"]  # fmt: skip
+    assert line.split() == ["4096", "64", "294.0", "212.0", "205.0", "0.70", "0.97"]
+    assert format_threads_and_processes([]) == []
+
+
 def test_the_load_average_after_our_own_work_is_no_sign_of_others():
     """After the sweep (or the idle ratios) the 1-minute load average counts this run's
     own work: only others' share of the CPU time then says the machine was busy."""
@@ -189,6 +210,7 @@ def test_make_bench_does_not_count_its_sweep_as_others_load(monkeypatch):
     monkeypatch.setattr(ratios, "measure_ratios", lambda cases, rounds, load: [])
     monkeypatch.setattr(ratios, "measure_numpy", lambda *args: [])
     monkeypatch.setattr(ratios, "measure_floor", lambda *args: {})
+    monkeypatch.setattr(ratios, "measure_threads_and_processes", lambda *args: {})
     monkeypatch.setattr(ratios, "busy_process", contextlib.nullcontext)
     for after_sweep in (False, True):
         result = ratios.run_ratios([64], [16], 1, 0, [32], after_sweep=after_sweep)
