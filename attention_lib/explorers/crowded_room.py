@@ -54,7 +54,7 @@ from ..scales import turn_volume
 from .base import Explorer
 from .canvas import png_bytes
 from .controls import fit_label, fit_slider
-from .reveal import Prediction, predict_number
+from .reveal import Prediction, answer_picture, predict_number
 
 __all__ = [
     "NudgeExplorer",
@@ -479,10 +479,8 @@ def share_prediction(word: str = "dog") -> Prediction:
         raise ValueError(f"{word!r} is not one of the lesson's words {steps.words}")
     query = steps.words[-1]
     share = float(steps.shares[steps.words.index(word)])
-    picture = widgets.Image(
-        value=png_bytes(sharing_picture(steps.shares, steps.words, query), colours=256),
-        format="png",
-        layout={"width": "840px", "max_width": "100%"},
+    picture = answer_picture(
+        png_bytes(sharing_picture(steps.shares, steps.words, query), colours=256), width=840
     )
     numbers = widgets.HTML(
         "<p>Step by step, one column per word (the lesson's numbers, worked out by the "

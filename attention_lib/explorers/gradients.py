@@ -34,7 +34,7 @@ from ..normalisers import softmax, softmax_jacobian, softmax_jacobian_norm
 from .base import Explorer, key_weight_bars
 from .canvas import png_bytes
 from .controls import WidthAndScale, fit_label
-from .reveal import Prediction, predict_number
+from .reveal import Prediction, answer_picture, predict_number
 from .scaling import rule_name
 
 __all__ = [
@@ -298,9 +298,7 @@ def spread_prediction(width: int = 256, samples: int = 5_000, seed: int = 2) -> 
         tolerance=root / 8,
         fmt="{:.0f}",
         explain=explain,
-        reveal=widgets.Image(
-            value=png_bytes(spread_figure(width, samples, seed)), layout={"max_width": "100%"}
-        ),
+        reveal=answer_picture(png_bytes(spread_figure(width, samples, seed))),
     )
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "STILL",
     "Prediction",
     "SolutionGate",
+    "answer_picture",
     "feedback",
     "predict_choice",
     "predict_number",
@@ -55,6 +56,21 @@ ANSWER = "al-reveal-answer"
 BUTTON = "al-reveal-button"
 GUESS = "al-reveal-guess"
 STILL = "al-reveal-still"
+
+
+def answer_picture(png: bytes, width: int | None = None) -> widgets.Image:
+    """A PNG as an image widget (``width`` px wide at most, if given) that shrinks with its
+    cell and never passes it.
+
+    ipywidgets gives every widget a 2 px margin on each side, so with
+    ``max-width: 100%`` alone a picture wider than its cell ended 2 px past
+    the cell's right edge (01's answer picture at 1024 x 768 with the file
+    browser open): the margin is taken off.
+    """
+    layout = {"max_width": "100%", "margin": "0"}
+    if width is not None:
+        layout["width"] = f"{width}px"
+    return widgets.Image(value=png, format="png", layout=layout)
 
 
 def _show(widget: widgets.Widget, shown: bool = True) -> None:

@@ -339,3 +339,20 @@ def test_the_share_prediction_shows_the_three_steps_only_when_locked():
     assert hidden(prediction.reveal)
     with pytest.raises(ValueError, match="not one of the lesson's words"):
         share_prediction("cat")
+
+
+def test_an_answer_picture_shrinks_with_its_cell_and_has_no_margin_to_pass_it():
+    from attention_lib.explorers.crowded_room import share_prediction
+    from attention_lib.explorers.reveal import answer_picture
+
+    wide = answer_picture(b"\x89PNG", width=840)
+    assert (wide.layout.width, wide.layout.max_width, wide.layout.margin) == ("840px", "100%", "0")
+    assert answer_picture(b"\x89PNG").layout.width is None
+    def images(widget):
+        if isinstance(widget, widgets.Image):
+            yield widget
+        for child in getattr(widget, "children", ()):
+            yield from images(child)
+
+    (picture,) = images(share_prediction("dog").widget)
+    assert picture.layout.margin == "0" and picture.layout.max_width == "100%"
