@@ -348,6 +348,7 @@ def test_an_answer_picture_shrinks_with_its_cell_and_has_no_margin_to_pass_it():
     wide = answer_picture(b"\x89PNG", width=840)
     assert (wide.layout.width, wide.layout.max_width, wide.layout.margin) == ("840px", "100%", "0")
     assert answer_picture(b"\x89PNG").layout.width is None
+
     def images(widget):
         if isinstance(widget, widgets.Image):
             yield widget
