@@ -36,6 +36,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = [
+    "OPERATIONS",
+    "PAD_FLOATS",
     "floor_cases",
     "format_floor",
     "format_threads_and_processes",
