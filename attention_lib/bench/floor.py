@@ -107,8 +107,7 @@ def measure_floor(length: int, width: int, rounds: int = 7) -> dict[str, Any]:
             name: _per_call(fn, rounds, 20) / tile * 1e9
             for name, fn in _tile_operations(width, block_q, block_k).items()
         }
-        generator = torch.Generator().manual_seed(0)
-        q, k, v = (torch.randn(1, 8, length, width, generator=generator) for _ in "qkv")
+        q, k, v = _inputs(8, length, width)
         scores = 8 * length * length
         whole = {
             "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
