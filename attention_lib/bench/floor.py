@@ -2,9 +2,10 @@
 
 Part of ``python -m attention_lib.bench`` (with the ratios, `attention_lib.bench.ratios`).
 The torch tiled path's forward pass is, per tile after a row block's first,
-four torch operations (`attention_lib.flash.torch_tiled`): the product of the
-queries with a block of keys (the shift folded in), exp2 in place, the row
-sums added to the totals, and the product of the weights with the values.
+three torch operations (`attention_lib.flash.torch_tiled`): the product of the
+queries with a block of keys (the shift folded in), exp2 in place, and the
+product of the weights with the values and a column of ones (the row sums
+come with it).
 Here each runs alone, on one thread, on operands laid out as the path lays
 them out (rows padded by 64 bytes, a column more for the shift), again and
 again on warm caches, and its time is divided by the tile's scores. Their
@@ -46,8 +47,8 @@ __all__ = [
 ]
 
 PAD_FLOATS = 16  # the path's 64-byte padding of float32 rows
-OPERATIONS = ("scores", "exp2", "row sums", "weights x values")
-_HEADERS = {"scores": "q k^T", "exp2": "exp2", "row sums": "row sum", "weights x values": "p v"}
+OPERATIONS = ("scores", "exp2", "weights x values")
+_HEADERS = {"scores": "q k^T", "exp2": "exp2", "weights x values": "p [v,1]"}
 
 
 def _per_call(fn: Callable[[], Any], rounds: int, calls: int) -> float:
@@ -63,7 +64,7 @@ def _per_call(fn: Callable[[], Any], rounds: int, calls: int) -> float:
 
 
 def _tile_operations(width: int, block_q: int, block_k: int) -> dict[str, Callable[[], Any]]:
-    """The forward pass's four operations on one tile, as `_row_block` calls them (g = 1)."""
+    """The forward pass's three operations on one tile, as `_row_block` calls them (g = 1)."""
     import torch
 
     generator = torch.Generator().manual_seed(0)
@@ -73,15 +74,13 @@ def _tile_operations(width: int, block_q: int, block_k: int) -> dict[str, Callab
 
     q = padded(block_q, width + 1)  # (1, bq, E + 1): scaled queries, -shift last
     key_t = padded(block_k, width + 1).transpose(-1, -2)  # (1, E + 1, bk)
-    value = padded(block_k, width)  # (1, bk, Ev)
+    value = padded(block_k, width + 1)  # (1, bk, Ev + 1): values, ones last
     scores = torch.empty(1, block_q, block_k)  # (1, bq, bk)
     before = torch.rand(1, block_q, block_k, generator=generator) * -20  # scores - shift
-    total = torch.zeros(1, block_q, 1)  # (1, bq, 1)
-    acc = torch.zeros(1, block_q, width)  # (1, bq, Ev)
+    acc = torch.zeros(1, block_q, width + 1)  # (1, bq, Ev + 1): p v, the total last
     return {
         "scores": lambda: torch.bmm(q, key_t, out=scores),
         "exp2": lambda: torch.exp2(before, out=scores),  # reads a tile, writes one, as exp2_
-        "row sums": lambda: total.add_(scores.sum(dim=-1, keepdim=True)),
         "weights x values": lambda: acc.baddbmm_(scores, value),
     }
 
@@ -139,7 +138,7 @@ def format_floor(rows: Sequence[dict[str, Any]]) -> list[str]:
     names = "  ".join(f"{_HEADERS[name]:>8}" for name in OPERATIONS)
     lines = [
         "the floor: one tile's torch operations (forward), each timed alone on warm caches, "
-        "one thread, ns per score (q k^T: scores, p v: weights x values)",
+        "one thread, ns per score (q k^T: scores, p [v,1]: weights x values, and their row sums)",
         f"{'L':>6} {'E':>4} {'tiles':>9}  {names}  {'sum':>5}  {'SDPA':>5} {'ours':>5}  "
         f"{'SDPA/sum':>8} {'SDPA/ours':>9}",
     ]

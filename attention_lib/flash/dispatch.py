@@ -106,9 +106,9 @@ def flash_attention(
 
     ``block_q`` and ``block_k`` are the tile sizes: any positive integers,
     also ones that do not divide L or S, or None for the path's own choice
-    (numpy 256 x 512, torch 1024 x 256 and causal 1024 x 128, Triton from
+    (numpy 256 x 512, torch 2048 x 512 and causal 2048 x 256, Triton from
     its tile table). Causal, the torch path takes the keys wholly below a
-    row block's diagonal in blocks at least 256 wide (block_k is the width
+    row block's diagonal in blocks at least 512 wide (block_k is the width
     of those that cross it). The Triton kernels take powers of two from 16
     to 256, for every kernel: block_q query rows by block_k keys.
 

@@ -21,10 +21,12 @@ CPU. What it does differently, each measured on a 2-core AVX-512 machine:
   each item its query block, into rows 64 bytes longer than E: rows of
   E = 64 or 128 floats put a (S, E) matrix's rows in a few cache sets, and
   the matrix products read them 20-30% slower.
-- **Shifts folded into the products.** The copies carry a column more:
-  ones beside the keys and values, the row's shift (negated) beside the
-  queries, so [q, -m] @ [k, 1]^T gives the scores minus the shift without
-  a pass over the tile.
+- **Shifts and sums folded into the products.** The copies carry a column
+  more: ones beside the keys and values, the row's shift (negated) beside
+  the queries, so [q, -m] @ [k, 1]^T gives the scores minus the shift
+  without a pass over the tile, and p @ [v, 1] the row sums of the weights
+  beside their product with the values (the accumulator's last column is
+  the total): each tile after a row block's first is three operations.
 - **A lazy shift** (`LAZY_LIMIT`): after a row block's first tile its
   maximum stays the shift, so the tiles after it need no row maximum and
   no rescaling; a row whose later scores rise too far is done again.
@@ -102,16 +104,20 @@ __all__ = [
     "torch_tiled_attention",
 ]
 
-# Tile sizes measured fastest on a 2-core AVX-512 CPU (one thread, L = 2048 and 4096,
-# E = 64 and 128, forward and backward; between 512 x 256 and 1024 x 512 within 5%): tall
-# query blocks reuse each block of keys and values for many rows, and keep Python's share
-# of the time small. Causal key blocks are narrower, so the tiles crossing the diagonal
-# compute few masked scores: 1024 x 128 tiles compute 17/32 of the scores at L = S = 2048
-# (`score_fraction`; the visible half is 1/2 + 1/(2L)).
-TORCH_BLOCK_Q = 1024
-TORCH_BLOCK_K = 256
-TORCH_CAUSAL_BLOCK_Q = 1024
-TORCH_CAUSAL_BLOCK_K = 128
+# Tile sizes measured fastest on a 2-core AVX-512 CPU with the path's two worker threads
+# (L = 2048 and 4096, E = 64 and 128, forward and forward + backward, against SDPA in the
+# same run): 2048 x 512 ran 10-30% faster than 1024 x 256, and causal 2048 x 256 15-30%
+# faster than 1024 x 128; with one thread both were as fast or faster. Larger tiles mean
+# fewer torch operations per score, and each operation's end is a moment where a worker
+# may wait for Python's lock (`attention_lib.bench.floor`); tall query blocks also reuse
+# each block of keys and values for many rows. Causal key blocks are narrower, so the
+# tiles crossing the diagonal compute few masked scores: 256 keys wide they compute 9/16
+# of the scores at L = S = 2048 (`score_fraction`; the visible half is 1/2 + 1/(2L)).
+# The scratch they need stays far inside the memory bound (`attention_lib.bench.ratios`).
+TORCH_BLOCK_Q = 2048
+TORCH_BLOCK_K = 512
+TORCH_CAUSAL_BLOCK_Q = 2048
+TORCH_CAUSAL_BLOCK_K = 256
 
 # Below this many scores (N·L·S) a call runs in the calling thread: starting
 # threads' work costs more than it saves.
@@ -395,17 +401,18 @@ def _row_block(
 
     ``q`` (g, bq, E + 1) holds the scaled queries and a free column,
     ``key`` (g, S, E + 1) and ``value`` (g, S, Ev + 1) the keys and values
-    and ones (`_Plan.keys_and_values`). ``lazy``: the shift stays the first
-    tile's maximum, folded into the products of the tiles after it as
-    q's last column (no row maximum, no rescaling, no subtraction there);
-    returns None when a later score rose so far above it that the total
-    passed `LAZY_LIMIT`, and the block is to be done again without.
+    and ones (`_Plan.keys_and_values`): p @ [v, 1] accumulates the weights'
+    row sums, the total, in the accumulator's last column. ``lazy``: the
+    shift stays the first tile's maximum, folded into the products of the
+    tiles after it as q's last column (no row maximum, no rescaling, no
+    subtraction there); returns None when a later score rose so far above
+    it that the total passed `LAZY_LIMIT`, and the block is to be done
+    again without.
     """
     shape = q.shape[:2]  # (g, bq)
     key_t = key.transpose(-1, -2)  # (g, E + 1, S), a view
     m = q.new_full((*shape, 1), -math.inf)  # (g, bq, 1)
-    total = q.new_zeros((*shape, 1))  # (g, bq, 1)
-    acc = q.new_zeros((*shape, value.shape[-1] - 1))  # (g, bq, Ev)
+    acc = q.new_zeros((*shape, value.shape[-1]))  # (g, bq, Ev + 1): p v, then the total
     tiles: dict[tuple[int, int], torch.Tensor] = {}  # views of the buffer, by shape
     for step, cols in enumerate(plan.key_blocks(rows)):
         # causal: the block's rows before its first key see none of it, and are left out
@@ -415,16 +422,13 @@ def _row_block(
         if tile is None:
             width = cols[1] - cols[0]
             tile = tiles[lo, width] = _tile(buffer, (shape[0], shape[1] - lo, width))
-        q_rows, acc_rows, total_rows = (
-            (q, acc, total) if lo == 0 else (q[:, lo:], acc[:, lo:], total[:, lo:])
-        )
+        q_rows, acc_rows = (q, acc) if lo == 0 else (q[:, lo:], acc[:, lo:])
         if lazy and step > 0:  # the shift stays: nothing to rescale
             s = torch.bmm(q_rows, key_t[..., c], out=tile)  # (g, rows, bk): scores - shift
             if plan.is_causal:
                 plan.mask_scores(s, group, (rows[0] + lo, rows[1]), cols)  # the triangle: -inf
             p = plan.exp_(s)  # (g, rows, bk), 2^(s - shift) in place
-            total_rows.add_(p.sum(dim=-1, keepdim=True))  # (g, rows, 1)
-            acc_rows.baddbmm_(p, value[:, c, :-1])  # (g, rows, Ev)
+            acc_rows.baddbmm_(p, value[:, c])  # (g, rows, Ev + 1): p v and the row sums
             continue
         seen, m_rows = (rows[0] + lo, rows[1]), m[:, lo:]
         s = torch.bmm(q_rows[..., :-1], key_t[:, :-1, c], out=tile)  # (g, rows, bk)
@@ -433,14 +437,14 @@ def _row_block(
         shift = plan.shift(m_new)  # (g, rows, 1)
         p = plan.exp_(s.sub_(shift))  # (g, rows, bk): the tile becomes 2^(s - shift) in place
         rescale = plan.exp_(m_rows - shift)  # (g, rows, 1), 2^(old max - new max) <= 1
-        total_rows.mul_(rescale).add_(p.sum(dim=-1, keepdim=True))  # (g, rows, 1)
-        _accumulate(acc_rows.mul_(rescale), p, value[:, c, :-1], visible)  # (g, rows, Ev)
+        _accumulate(acc_rows.mul_(rescale), p, value[:, c], visible)  # (g, rows, Ev + 1)
         m_rows.copy_(m_new)
         if lazy:  # after the first tile, whose rows are all the block's
             torch.neg(shift, out=q[..., -1:])  # [q, -shift] @ [k, 1]^T = q k^T - shift
+    total = acc[..., -1:]  # (g, bq, 1), a view
     if lazy and not float(total.amax()) <= LAZY_LIMIT:  # NaN fails too
         return None
-    return acc, row_shift(_XP, m), total  # shift 0 where every key is masked
+    return acc[..., :-1], row_shift(_XP, m), total  # shift 0 where every key is masked
 
 
 def _forward_rows(

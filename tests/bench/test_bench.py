@@ -145,16 +145,14 @@ def test_ratios_are_measured_idle_and_loaded_side_by_side():
 
 
 def test_the_floor_table_prints_each_operation_and_both_ratios():
-    ops = {"scores": 1.0, "exp2": 0.3, "row sums": 0.05, "weights x values": 0.9}
-    row = {"length": 2048, "width": 64, "block_q": 1024, "block_k": 256, "threads": 1}
+    ops = {"scores": 1.0, "exp2": 0.3, "weights x values": 0.95}
+    row = {"length": 2048, "width": 64, "block_q": 2048, "block_k": 512, "threads": 1}
     row |= {"ns_per_score": ops, "operations_ns": 2.25, "sdpa_ns": 2.4, "ours_ns": 3.0}
     row |= {"floor_ratio": 2.4 / 2.25, "ours_ratio": 0.8}
     header, columns, line, legend = format_floor([row])
     assert header.startswith("the floor: one tile's torch operations")
-    assert "q k^T      exp2   row sum       p v    sum" in columns
-    assert (
-        line.split() == "2048 64 1024x256 1.000 0.300 0.050 0.900 2.25 2.40 3.00 1.07 0.80".split()
-    )
+    assert "q k^T      exp2   p [v,1]    sum" in columns
+    assert line.split() == "2048 64 2048x512 1.000 0.300 0.950 2.25 2.40 3.00 1.07 0.80".split()
     assert legend.startswith("(SDPA/sum: the best ratio")
     assert format_floor([]) == []
 

@@ -292,10 +292,10 @@ def test_auto_never_imports_triton_for_numpy_or_cpu_tensors():
 @pytest.mark.parametrize(("length", "keys"), [(700, 700), (700, 450), (520, 700)])
 def test_causal_blocks_below_the_diagonal_in_their_own_width_match_the_reference(length, keys):
     # rows in blocks of 300 and crossing key blocks of 7: the keys before rows 300 and 600
-    # come in blocks of 256 (`below_diagonal_width`), the last one cut short, unmasked
+    # come in blocks of 512 (`below_diagonal_width`), the last one cut short, unmasked
     from attention_lib.flash.torch_tiled import below_diagonal_width
 
-    assert below_diagonal_width(7) == 256
+    assert below_diagonal_width(7) == 512
     q, k, v = leaf((2, length, 8), 0), leaf((2, keys, 8), 1), leaf((2, keys, 5), 2)
     grad_out = make((2, length, 5), "torch", "float64", seed=3)
     sdpa = torch.nn.functional.scaled_dot_product_attention
