@@ -617,7 +617,7 @@ def _backward_group(
         delta = (d_out[..., :-1] * out[:, r]).sum(dim=-1, keepdim=True)  # (g, bq, 1), D
         d_out[..., :-1].mul_(inverse)
         torch.mul(delta, inverse, out=d_out[..., -1:]).neg_()
-        dq = torch.zeros_like(q[..., :-1])  # (g, bq, E)
+        dq = dquery[:, r]  # (g, bq, E), zeros: accumulated in place, no copy of its own
         for cols in plan.key_blocks(rows):
             lo = first_row(rows, cols, plan.is_causal) - rows[0]  # as in `_row_block`
             seen = (rows[0] + lo, rows[1])
@@ -642,7 +642,7 @@ def _backward_group(
             _accumulate(dvalue[:, c], p.transpose(-1, -2), d_rows[..., :-1], seen_t)  # (g, bk, Ev)
             _accumulate(dq[:, lo:], ds, key[:, c, :-1], visible)  # (g, rows, E), times scale
             _accumulate(dkey[:, c], ds.transpose(-1, -2), q_rows[..., :-1], seen_t)  # (g, bk, E)
-        dquery[:, r] = dq.mul_(plan.scale)
+        dq.mul_(plan.scale)
     if plan.unit != 1.0:
         dkey.mul_(1.0 / plan.unit)  # its products took q scale log2(e)
 
