@@ -14,6 +14,11 @@ For every control under every explorer figure in every numbered notebook:
   a full redraw (``fig.canvas.draw()``, what every move cost before the
   explorers blitted, and what a resize still costs).
 
+Each browser move is also split into four stages that add up to its latency
+(`STAGES`, `move_stages`), from stamps the page and the kernel take: the
+change reaching the kernel, the kernel's work until it sends the frame, the
+frame reaching the page, and the page decoding and painting it.
+
 Prints p50 and p95 per control against the targets (p95 under 100 ms in the
 browser, under 60 ms for the whole kernel callback, frame included) and
 writes them, with the command and the machine, to
@@ -34,6 +39,7 @@ should hold.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -56,6 +62,49 @@ SETTLE_MS = 2000  # after Run All, before the first move
 # and reads it before moving anything. (Each figure's first move stays its slowest even so,
 # 100-180 ms against 70-90 after, on 2026-12-01: not the scroll; its cause is still open.)
 READ_MS = 1000
+
+# The four stages of a browser move, which add up to its latency (`move_stages`).
+STAGES = ("to kernel", "in kernel", "to page", "to screen")
+# The page's and the kernel's clocks are both the system's, read as epoch ms; a stamp a few
+# ms before the input still counts as after it (moves are far more than this apart).
+CLOCK_SLACK_MS = 5.0
+
+# Installed in the notebook's kernel before the moves: stamps (epoch ms) when a control's
+# new value arrives (ipywidgets' set_state, called for each "update" message from the page)
+# and when an explorer's canvas sends a frame.
+_KERNEL_STAMPS = r"""
+def _latency_stamps_install():
+    import time
+    import ipywidgets
+    from attention_lib.explorers.canvas import ExplorerCanvasFactory
+
+    stamps = {"received": [], "sent": []}
+    set_state = ipywidgets.Widget.set_state
+    canvas = ExplorerCanvasFactory.classes()[0]
+    send_binary = canvas.send_binary
+
+    def stamped_set_state(self, sync_data):
+        stamps["received"].append(time.time() * 1e3)
+        return set_state(self, sync_data)
+
+    def stamped_send_binary(self, data):
+        stamps["sent"].append(time.time() * 1e3)
+        return send_binary(self, data)
+
+    ipywidgets.Widget.set_state = stamped_set_state
+    canvas.send_binary = stamped_send_binary
+    return stamps
+
+
+def _latency_stamps_take():
+    import json
+    print(json.dumps(_latency_stamps))
+    for times in _latency_stamps.values():
+        times.clear()
+
+
+_latency_stamps = _latency_stamps_install()
+"""
 
 _KERNEL_TIMING = r"""
 def _latency_in_kernel(rounds):
@@ -125,9 +174,39 @@ def percentiles(samples: list[float]) -> dict[str, float | int | None]:
     }
 
 
-def browser_moves(page: labdriver.NotebookPage, box: int, j: int, moves: int) -> list[float]:
-    """Latencies (ms) of ``moves`` learner moves on control ``j`` of figure box ``box``."""
+def move_stages(
+    page_times: dict[str, float | None], received: list[float], sent: list[float]
+) -> dict[str, float] | None:
+    """One move's latency split into `STAGES` (ms, adding up to it); None where a stamp is missing.
+
+    ``page_times``: a `labdriver.Move`'s (input, frame arrival and draw on the
+    page's clock, and the clock's origin in epoch ms); ``received`` and
+    ``sent``: the kernel's stamps (epoch ms) of control values received and
+    frames sent. The change is the first value received from the input on;
+    the frame the last one sent before the painted frame reached the page.
+    """
+    if any(page_times.get(key) is None for key in ("origin", "input", "frame", "draw")):
+        return None
+    origin = page_times["origin"]
+    t_input, frame, draw = (page_times[key] for key in ("input", "frame", "draw"))
+    assert origin is not None and t_input is not None and frame is not None and draw is not None
+    arrived = [t - origin for t in received if t_input - CLOCK_SLACK_MS <= t - origin <= draw]
+    if not arrived:
+        return None
+    left = [t - origin for t in sent if arrived[0] <= t - origin <= frame + CLOCK_SLACK_MS]
+    if not left:
+        return None
+    times = (t_input, arrived[0], left[-1], frame, draw)
+    return {stage: b - a for stage, (a, b) in zip(STAGES, itertools.pairwise(times), strict=True)}
+
+
+def browser_moves(
+    page: labdriver.NotebookPage, box: int, j: int, moves: int
+) -> tuple[list[float], list[dict[str, float] | None]]:
+    """Latencies (ms) of ``moves`` learner moves on control ``j`` of figure box ``box``,
+    and each one's `move_stages` (None where a stamp is missing)."""
     latencies: list[float] = []
+    page_times: list[dict[str, float | None]] = []
     direction = "ArrowRight"
     page.scroll_to(page.controls()[box][j])
     page.page.wait_for_timeout(READ_MS)
@@ -148,7 +227,17 @@ def browser_moves(page: labdriver.NotebookPage, box: int, j: int, moves: int) ->
         move = page.move(control, action)
         if move.latency_ms is not None:
             latencies.append(move.latency_ms)
-    return latencies
+            page_times.append(move.page_times)
+    stamps = json.loads(page.execute("_latency_stamps_take()").splitlines()[-1])
+    return latencies, [move_stages(t, stamps["received"], stamps["sent"]) for t in page_times]
+
+
+def stage_medians(stages: list[dict[str, float] | None]) -> dict[str, float | None]:
+    """Each of `STAGES`' median (ms) over the moves that have all four stamps."""
+    known = [s for s in stages if s is not None]
+    return {
+        stage: float(np.median([s[stage] for s in known])) if known else None for stage in STAGES
+    }
 
 
 def measure_notebook(browser, server, name: str, moves: int, rounds: int) -> dict:
@@ -160,13 +249,23 @@ def measure_notebook(browser, server, name: str, moves: int, rounds: int) -> dic
         # would wait behind (up to 440 ms measured on notebook 01's first figure).
         page.page.wait_for_timeout(SETTLE_MS)
         result: dict = {"notebook": name, "browser": [], "kernel": []}
-        for b, box in enumerate(page.controls()):
+        boxes = page.controls()
+        if boxes:
+            page.execute(_KERNEL_STAMPS)
+        for b, box in enumerate(boxes):
             for j, control in enumerate(box):
-                samples = browser_moves(page, b, j, moves)
+                samples, stages = browser_moves(page, b, j, moves)
                 result["browser"].append(
                     {"box": b, "description": control["description"], "kind": control["kind"]}
                     | percentiles(samples)
                     | {"samples_ms": [round(s, 1) for s in samples]}
+                    | {"stages_p50_ms": stage_medians(stages)}
+                    | {
+                        "stages_ms": [
+                            None if s is None else {k: round(v, 1) for k, v in s.items()}
+                            for s in stages
+                        ]
+                    }
                 )
         if result["browser"]:
             page.execute(_KERNEL_TIMING)
@@ -209,6 +308,14 @@ def report(results: list[dict], load: MachineLoad | None = None) -> list[str]:
                 f"  {nb['notebook'][:28]:28} box {r['box']} {r['description'][:34]:34} "
                 f"n={r['n']:2} p50 {_fmt(r['p50'])} p95 {_fmt(r['p95'])} "
                 f"first {_fmt((r.get('samples_ms') or [None])[0])} ms{flag}"
+            )
+    lines.append(f"where the browser's time goes: p50 of each stage, ms ({', '.join(STAGES)})")
+    for nb in results:
+        for r in nb["browser"]:
+            medians = r.get("stages_p50_ms") or {}
+            stages = "  ".join(f"{stage} {_fmt(medians.get(stage))}" for stage in STAGES)
+            lines.append(
+                f"  {nb['notebook'][:28]:28} box {r['box']} {r['description'][:34]:34} {stages}"
             )
     lines.append(
         f"kernel: whole callback, update and frame (target p95 < {KERNEL_P95_MS:.0f} ms); "

@@ -79,6 +79,9 @@ class Move:
     readout_after: str | None
     latency_ms: float | None  # input event to the first redraw of that figure
     changed_pixels: bool
+    # on the page's clock (ms): "input", "frame" (the painted frame reached the page), "draw",
+    # and "origin", performance.timeOrigin (epoch ms); None where not happened
+    page_times: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -255,7 +258,9 @@ class NotebookPage:
             state = self.page.evaluate(_JS_STATE, since)
             canvas = self.canvas(box)
             raise RedrawTimeout(_move_stuck(state, canvas, before, timeout_ms)) from error
-        latency = self.page.evaluate(_JS_FIRST_DRAW_AFTER, [box, since])
+        times = self.page.evaluate(_JS_FIRST_DRAW_AFTER, [box, since])
+        drawn = times["input"] is not None and times["draw"] is not None
+        latency = times["draw"] - times["input"] if drawn else None
         after = self.canvas(box)
         readout_after = self.controls()[box][_index_of(self.controls()[box], control)]["readout"]
         return Move(
@@ -267,6 +272,7 @@ class NotebookPage:
             readout_after,
             latency,
             after["hash"] != before["hash"],
+            times,
         )
 
     def quiet(self, timeout_ms: float = MOVE_TIMEOUT_MS) -> None:

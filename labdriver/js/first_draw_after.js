@@ -1,10 +1,15 @@
-// Milliseconds from the first input after `since` to box `b`'s first draw after it (null:
-// no input, or no draw yet).
+// The first input after `since`, box `b`'s first draw after it, and the arrival of the frame
+// that draw painted (the last one to reach the page before it), all on performance.now()'s
+// clock, with performance.timeOrigin (epoch ms) to put the kernel's clock on it; each null
+// where it did not happen.
 ([b, since]) => {
   const boxes = Array.from(document.querySelectorAll('.jp-Notebook .widget-vbox'))
     .filter((x) => Array.from(x.children).some((c) => c.classList.contains('jupyter-matplotlib')));
   const canvas = boxes[b].querySelector('.jupyter-matplotlib-canvas-div canvas');
   const input = window.__inputTimes.filter((t) => t >= since)[0];
   const draw = (canvas.__draws || []).find((t) => input !== undefined && t > input);
-  return input === undefined || draw === undefined ? null : draw - input;
+  const frames = window.__frames.filter((t) => input !== undefined && t >= input && t <= draw);
+  const frame = draw === undefined ? undefined : frames[frames.length - 1];
+  const known = (t) => (t === undefined ? null : t);
+  return {origin: performance.timeOrigin, input: known(input), frame: known(frame), draw: known(draw)};
 }

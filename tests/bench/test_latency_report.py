@@ -46,7 +46,7 @@ def test_report_flags_each_miss_against_its_own_target():
         name: line
         for line in lines
         for name in ("fast", "slow", "E.fast", "E.slow")
-        if f" {name} " in line
+        if f" {name} " in line and "p95" in line  # not the stages' lines
     }
     assert "MISS" not in rows["fast"] and rows["slow"].endswith("MISS")
     # each control's first move (a second after it was scrolled into view), beside its p95
@@ -125,3 +125,41 @@ def test_machine_load_counts_the_cpu_of_a_process_not_its_own(tmp_path):
     assert load.others_cpu_seconds >= 0.95 * spent
     assert 0 < load.others_share <= 1.0
     assert load.before is not None and load.after is not None
+
+
+ORIGIN = 1.7e12  # the page clock's origin, epoch ms
+
+
+def test_a_moves_four_stages_add_up_to_its_latency():
+    page = {"origin": ORIGIN, "input": 100.0, "frame": 170.0, "draw": 195.0}
+    # a value from the move before, this move's, then an echo; a frame from before the
+    # change, then two frames, the second the one painted
+    received = [ORIGIN + 20.0, ORIGIN + 104.0, ORIGIN + 110.0]
+    sent = [ORIGIN + 60.0, ORIGIN + 150.0, ORIGIN + 160.0]
+    stages = latency.move_stages(page, received, sent)
+    assert stages == {"to kernel": 4.0, "in kernel": 56.0, "to page": 10.0, "to screen": 25.0}
+    assert sum(stages.values()) == page["draw"] - page["input"]
+    assert list(stages) == list(latency.STAGES)
+
+
+def test_a_kernel_stamp_a_little_before_the_input_still_counts_and_missing_stamps_give_none():
+    page = {"origin": ORIGIN, "input": 100.0, "frame": 170.0, "draw": 195.0}
+    early = latency.move_stages(page, [ORIGIN + 97.0], [ORIGIN + 150.0])  # clocks 3 ms apart
+    assert early is not None and early["to kernel"] == -3.0
+    assert latency.move_stages(page, [ORIGIN + 20.0], [ORIGIN + 150.0]) is None  # too early
+    assert latency.move_stages(page, [ORIGIN + 104.0], [ORIGIN + 60.0]) is None  # no frame after
+    assert latency.move_stages(page | {"frame": None}, [ORIGIN + 104.0], [ORIGIN + 150.0]) is None
+
+
+def test_stage_medians_skip_moves_without_stamps_and_the_report_prints_them():
+    one = {"to kernel": 4.0, "in kernel": 40.0, "to page": 10.0, "to screen": 20.0}
+    two = {"to kernel": 6.0, "in kernel": 50.0, "to page": 30.0, "to screen": 30.0}
+    medians = latency.stage_medians([one, None, two])
+    assert medians == {"to kernel": 5.0, "in kernel": 45.0, "to page": 20.0, "to screen": 25.0}
+    assert latency.stage_medians([None]) == dict.fromkeys(latency.STAGES)
+    entry = {"box": 1, "description": "block_q", "n": 2, "p50": 90.0, "p95": 99.0}
+    results = [{"notebook": "05_x.ipynb", "browser": [entry | {"stages_p50_ms": medians}]}]
+    results[0]["kernel"] = []
+    lines = latency.report(results)
+    (line,) = (x for x in lines if "to screen" in x and "block_q" in x)
+    assert "to kernel    5.0  in kernel   45.0  to page   20.0  to screen   25.0" in line
