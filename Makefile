@@ -25,7 +25,8 @@ reset: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make reset NB=01 (a notebook's number or name)" >&2; exit 2; }
 	$(BIN)/python scripts/my_notebooks.py reset "$(NB)"
 
-# Slider latency in a real browser and in the kernel (p50/p95 per slider); writes
+# Slider latency in a real browser and in the kernel (p50/p95 per slider, and where each
+# move's time goes: to the kernel, in it, to the page, to the screen); writes
 # benchmarks/results/latency-<machine>.json with the CPU model and the machine's load.
 # Needs Debian's chromium. Exit status 3: measured, but the machine was busy (it says why).
 bench-latency: $(STAMP)
