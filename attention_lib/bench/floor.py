@@ -1,7 +1,11 @@
 """The floor under the ratios: one tile's torch operations, each timed alone, against SDPA.
 
 Part of ``python -m attention_lib.bench`` (with the ratios, `attention_lib.bench.ratios`).
-The torch tiled path's forward pass is, per tile after a row block's first,
+Why the torch tiled path computes its tiles with PyTorch's fused kernel on the
+CPU (``tile_kernel="fused"``, `attention_lib.flash.fused_tiles`), measured on
+the tile kernel it had before, which is still the path for masks, other
+devices and non-finite inputs (``tile_kernel="ops"``, what every timing here
+runs). That kernel's forward pass is, per tile after a row block's first,
 three torch operations (`attention_lib.flash.torch_tiled`): the product of the
 queries with a block of keys (the shift folded in), exp2 in place, and the
 product of the weights with the values and a column of ones (the row sums
@@ -110,7 +114,7 @@ def measure_floor(length: int, width: int, rounds: int = 7) -> dict[str, Any]:
         scores = 8 * length * length
         whole = {
             "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
-            "ours": lambda: flash_attention(q, k, v, backend="tiled"),
+            "ours": lambda: flash_attention(q, k, v, backend="tiled", tile_kernel="ops"),
         }
         per_score = {name: _per_call(fn, rounds, 1) / scores * 1e9 for name, fn in whole.items()}
     finally:
@@ -137,8 +141,9 @@ def format_floor(rows: Sequence[dict[str, Any]]) -> list[str]:
         return []
     names = "  ".join(f"{_HEADERS[name]:>8}" for name in OPERATIONS)
     lines = [
-        "the floor: one tile's torch operations (forward), each timed alone on warm caches, "
-        "one thread, ns per score (q k^T: scores, p [v,1]: weights x values, and their row sums)",
+        "the floor under tile_kernel='ops': one tile's torch operations (forward), each timed "
+        "alone on warm caches, one thread, ns per score (q k^T: scores, p [v,1]: weights x "
+        "values, and their row sums)",
         f"{'L':>6} {'E':>4} {'tiles':>9}  {names}  {'sum':>5}  {'SDPA':>5} {'ours':>5}  "
         f"{'SDPA/sum':>8} {'SDPA/ours':>9}",
     ]
@@ -151,7 +156,7 @@ def format_floor(rows: Sequence[dict[str, Any]]) -> list[str]:
         )
     lines.append(
         "(SDPA/sum: the best ratio a path of these operations could reach; "
-        "SDPA/ours: the path's, forward, one thread)"
+        "SDPA/ours: tile_kernel='ops', forward, one thread)"
     )
     return lines
 
@@ -194,7 +199,9 @@ def measure_threads_and_processes(length: int, width: int, rounds: int = 7) -> d
     torch.set_num_threads(2)
     try:
         whole = {
-            "ours_two_threads_s": lambda: flash_attention(q, k, v, backend="tiled"),
+            "ours_two_threads_s": lambda: flash_attention(
+                q, k, v, backend="tiled", tile_kernel="ops"
+            ),
             "sdpa_two_threads_s": lambda: F.scaled_dot_product_attention(q, k, v),
         }
         row = {name: _per_call(fn, rounds, 1) for name, fn in whole.items()}
@@ -215,8 +222,8 @@ def format_threads_and_processes(rows: Sequence[dict[str, Any]]) -> list[str]:
     if not rows:
         return []
     lines = [
-        "two workers as threads of one process, or as two processes (half the heads each), "
-        "forward, ms; ratio: SDPA (two threads) / ours",
+        "tile_kernel='ops': two workers as threads of one process, or as two processes "
+        "(half the heads each), forward, ms; ratio: SDPA (two threads) / ours",
         f"{'L':>6} {'E':>4}  {'threads':>8} {'processes':>9} {'SDPA':>7}  "
         f"{'ratio, threads':>14} {'processes':>9}",
     ]
@@ -238,10 +245,12 @@ def _half(length: int, width: int, rounds: int) -> None:
     torch.set_num_threads(1)
     q, k, v = _inputs(4, length, width)
     for _ in range(2):
-        flash_attention(q, k, v, backend="tiled")
+        flash_attention(q, k, v, backend="tiled", tile_kernel="ops")
     print("ready", flush=True)
     sys.stdin.readline()
-    seconds = _per_call(lambda: flash_attention(q, k, v, backend="tiled"), rounds, 1)
+    seconds = _per_call(
+        lambda: flash_attention(q, k, v, backend="tiled", tile_kernel="ops"), rounds, 1
+    )
     print(json.dumps({"seconds": seconds}))
 
 

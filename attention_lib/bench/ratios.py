@@ -4,9 +4,12 @@ Part of ``python -m attention_lib.bench`` (``--ratios-only`` runs just this;
 `attention_lib.bench.cli`).
 For each length, head width, causal setting and pass (forward, or forward +
 backward), our torch tiled path (`attention_lib.flash_attention`,
-``backend="tiled"``) and ``torch.nn.functional.scaled_dot_product_attention``
-are timed alternately, ``rounds`` times each, B = 1, H = 8, float32, and the
-ratio is ours / SDPA's throughput from the two medians. The whole table is
+``backend="tiled"``, on the tile kernel it picks: the fused tiles,
+`attention_lib.flash.fused_tiles`), the same path on the torch operations'
+tile kernel (``tile_kernel="ops"``, `attention_lib.flash.torch_tiled`) and
+``torch.nn.functional.scaled_dot_product_attention`` are timed alternately,
+``rounds`` times each, B = 1, H = 8, float32, and each ratio is ours / SDPA's
+throughput from the medians. The whole table is
 measured twice in one run: on the machine as it is ("idle"), then with one
 other busy process that this module starts and stops itself (a Python loop
 spinning on one core, "loaded"). Beside them:
@@ -113,7 +116,8 @@ def _inputs(case: RatioCase, seed: int = 0) -> tuple[Any, ...]:
 
 
 def _callables(case: RatioCase) -> dict[str, Callable[[], Any]]:
-    """``{"ours": ..., "sdpa": ...}``, each one forward (and backward) pass on the same inputs."""
+    """``{"ours": ..., "ops": ..., "sdpa": ...}``, each one forward (and backward) pass on the
+    same inputs: our path as it runs by default, on the torch operations' tile kernel, SDPA."""
     import torch
     import torch.nn.functional as F
 
@@ -131,7 +135,31 @@ def _callables(case: RatioCase) -> dict[str, Callable[[], Any]]:
     def ours(*args: Any, **kwargs: Any) -> Any:
         return flash_attention(*args, backend="tiled", **kwargs)
 
-    return {"ours": run(ours), "sdpa": run(F.scaled_dot_product_attention)}
+    def ops(*args: Any, **kwargs: Any) -> Any:
+        return flash_attention(*args, backend="tiled", tile_kernel="ops", **kwargs)
+
+    return {"ours": run(ours), "ops": run(ops), "sdpa": run(F.scaled_dot_product_attention)}
+
+
+def tiles_of(case: RatioCase) -> dict[str, Any]:
+    """The tile kernel our path picks for ``case``, its default tiles and the fraction of the
+    L x S scores those tiles cover (causal tiles above the diagonal are skipped)."""
+    from ..flash import fused_tiles, torch_tiled
+    from ..inputs import check, materialise
+
+    q, k, v, _ = _inputs(RatioCase(1, case.width, case.causal, False))
+    kernel = fused_tiles.kernel_name(materialise(check(q, k, v, None, case.causal, None, False)))
+    module = fused_tiles if kernel == "fused" else torch_tiled
+    block_q, block_k = module.default_blocks(case.causal)
+    below = module.below_diagonal_width(block_k) if case.causal else None
+    fraction = score_fraction(case.length, case.length, block_q, block_k, case.causal, below)
+    return {
+        "tile_kernel": kernel,
+        "block_q": block_q,
+        "block_k": block_k,
+        "block_k_below": below,
+        "score_fraction": fraction,
+    }
 
 
 def _alternate(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list[float]]:
@@ -149,31 +177,26 @@ def _alternate(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list
 
 
 def measure_ratios(cases: Sequence[RatioCase], rounds: int, load: str) -> list[dict[str, Any]]:
-    """One row per case: median seconds, GFLOP/s and the throughput ratio ours / SDPA."""
-    from ..flash.torch_tiled import below_diagonal_width, default_blocks
-
+    """One row per case: median seconds, GFLOP/s and the throughput ratios ours / SDPA (our
+    path as it runs, and on the torch operations' tile kernel), with the tiles it ran."""
     rows = []
     for case in cases:
         times = _alternate(_callables(case), rounds)
-        ours, sdpa = (statistics.median(times[name]) for name in ("ours", "sdpa"))
-        blocks = default_blocks(case.causal)
-        below = below_diagonal_width(blocks[1]) if case.causal else None
+        ours, ops, sdpa = (statistics.median(times[name]) for name in ("ours", "ops", "sdpa"))
         rows.append(
             {
                 **asdict(case),
                 "load": load,
                 "rounds": rounds,
                 "ours_s": ours,
+                "ops_s": ops,
                 "sdpa_s": sdpa,
                 "ours_gflops": case.flops / ours / 1e9,
+                "ops_gflops": case.flops / ops / 1e9,
                 "sdpa_gflops": case.flops / sdpa / 1e9,
                 "ratio": sdpa / ours,
-                "block_q": blocks[0],
-                "block_k": blocks[1],
-                "block_k_below": below,
-                "score_fraction": score_fraction(
-                    case.length, case.length, *blocks, case.causal, below
-                ),
+                "ops_ratio": sdpa / ops,
+                **tiles_of(case),
             }
         )
         gc.collect()
@@ -214,8 +237,6 @@ def measure_memory(length: int, widths: Sequence[int]) -> list[dict[str, Any]]:
 
 def memory_case(length: int, width: int, backward: bool) -> dict[str, Any]:
     """One case of `measure_memory`, in this process: run it once, return its row."""
-    from ..flash.torch_tiled import default_blocks
-
     case = RatioCase(length, width, False, backward)
     warm = _callables(RatioCase(256, width, False, backward))["ours"]
     warm()  # the worker threads start here, not in the measured call
@@ -232,8 +253,7 @@ def memory_case(length: int, width: int, backward: bool) -> dict[str, Any]:
     del result
     return {
         **asdict(case),
-        "block_q": default_blocks(False)[0],
-        "block_k": default_blocks(False)[1],
+        **{name: x for name, x in tiles_of(case).items() if name != "score_fraction"},
         "seconds": seconds,
         "peak_mib_beyond_inputs_and_outputs": None if beyond is None else beyond - outputs / MiB,
     }
@@ -308,10 +328,16 @@ def run_ratios(
 
 
 def _tiles(row: dict[str, Any]) -> str:
-    """A case's tiles: block_q x block_k, and causal, /the width of the blocks below the
-    diagonal (`attention_lib.flash.tiles.key_blocks`)."""
+    """A case's tile kernel and tiles: block_q x block_k, and causal, /the width of the blocks
+    below the diagonal (`attention_lib.flash.tiles.key_blocks`)."""
     below = row.get("block_k_below")
-    return f"{row['block_q']}x{row['block_k']}" + (f"/{below}" if below else "")
+    kernel = row.get("tile_kernel", "ops")  # files written before the fused tiles: ops
+    return f"{kernel} {row['block_q']}x{row['block_k']}" + (f"/{below}" if below else "")
+
+
+def _ops(row: dict[str, Any]) -> str:
+    """The ratio on the torch operations' tile kernel, or - in files written before it."""
+    return f"{row['ops_ratio']:>5.2f}" if "ops_ratio" in row else f"{'-':>5}"
 
 
 def format_ratios(result: dict[str, Any]) -> str:
@@ -331,9 +357,9 @@ def format_ratios(result: dict[str, Any]) -> str:
         + " ".join(f"{x:.2f}" for x in load)
         + (" (this run's own sweep just before)" if own else ""),
         *_others_share(machine_load),
-        f"{'L':>6} {'E':>4}  {'pass':<27} {'tiles':>13} {'scores':>6}  "
-        f"{'idle: ours':>10} {'SDPA':>6} {'ratio':>5}  "
-        f"{'loaded: ours':>12} {'SDPA':>6} {'ratio':>5}  {'kept':>5}",
+        f"{'L':>6} {'E':>4}  {'pass':<27} {'tiles':>15} {'scores':>6}  "
+        f"{'idle: ours':>10} {'SDPA':>6} {'ratio':>5} {'ops':>5}  "
+        f"{'loaded: ours':>12} {'SDPA':>6} {'ratio':>5} {'ops':>5}  {'kept':>5}",
     ]
     for r in rows:
         if r["load"] != "idle":
@@ -341,25 +367,28 @@ def format_ratios(result: dict[str, Any]) -> str:
         key = (r["length"], r["width"], r["causal"], r["backward"])
         line = (
             f"{r['length']:>6} {r['width']:>4}  {RatioCase(*key).label:<27} "
-            f"{_tiles(r):>13} {r['score_fraction']:>6.3f}  "
-            f"{r['ours_gflops']:>10.0f} {r['sdpa_gflops']:>6.0f} {r['ratio']:>5.2f}"
+            f"{_tiles(r):>15} {r['score_fraction']:>6.3f}  "
+            f"{r['ours_gflops']:>10.0f} {r['sdpa_gflops']:>6.0f} {r['ratio']:>5.2f} "
+            f"{_ops(r)}"
         )
         loaded = by_load.get((*key, "loaded"))
         if loaded is not None:
             line += (
                 f"  {loaded['ours_gflops']:>12.0f} {loaded['sdpa_gflops']:>6.0f} "
-                f"{loaded['ratio']:>5.2f}  {loaded['ratio'] / r['ratio']:>5.2f}"
+                f"{loaded['ratio']:>5.2f} {_ops(loaded)}  {loaded['ratio'] / r['ratio']:>5.2f}"
             )
         lines.append(line)
     lines.append(
-        "(GFLOP/s; tiles: block_q x block_k, causal /the key blocks' width below the diagonal; "
-        "scores: the fraction of L x S computed; kept: loaded ratio / idle ratio)"
+        "(GFLOP/s; tiles: the tile kernel our path ran, block_q x block_k, causal /the key "
+        "blocks' width below the diagonal; scores: the fraction of L x S its tiles cover; "
+        "ops: the ratio on tile_kernel='ops'; kept: loaded ratio / idle ratio)"
     )
     for m in result["memory"]:
         peak = m["peak_mib_beyond_inputs_and_outputs"]
         text = "-" if peak is None else f"{peak:.1f} MiB"
         lines.append(
-            f"memory, ours, L = {m['length']}, E = {m['width']}, "
+            f"memory, ours ({m.get('tile_kernel', 'ops')} tiles), L = {m['length']}, "
+            f"E = {m['width']}, "
             f"{RatioCase(m['length'], m['width'], False, m['backward']).label}: "
             f"{text} beyond inputs and outputs ({m['seconds']:.1f} s)"
         )

@@ -2,8 +2,11 @@
 
     dispatch        `flash_attention`, which picks a path (``backend=``)
     loop            the readable loop (`tiled_loop`), numpy (and any array-API namespace)
-    torch_tiled     the torch loop, forward in place and FlashAttention's backward pass
-                    (`torch_tiled_attention`, `TorchTiledFunction`), on `workers`' threads
+    fused_tiles     the torch path's tiles on PyTorch's fused CPU kernel, merged by the
+                    online softmax, and their backward pass (`tile_kernel="fused"`)
+    torch_tiled     the torch loop with each tile as torch operations, forward in place and
+                    FlashAttention's backward pass (`torch_tiled_attention`,
+                    `TorchTiledFunction`, `tile_kernel="ops"`), on `workers`' threads
     triton/         the Triton path (CUDA, or the interpreter): launch (the launchers and
                     autograd Function), forward and backward (the kernels), configs (their
                     tile table), common (what the kernels share)
@@ -13,7 +16,7 @@
 Importing this package imports neither torch nor triton.
 """
 
-from .dispatch import BACKENDS, flash_attention
+from .dispatch import BACKENDS, TILE_KERNELS, flash_attention
 from .tiles import key_blocks, query_blocks, row_shift
 
-__all__ = ["BACKENDS", "flash_attention", "key_blocks", "query_blocks", "row_shift"]
+__all__ = ["BACKENDS", "TILE_KERNELS", "flash_attention", "key_blocks", "query_blocks", "row_shift"]

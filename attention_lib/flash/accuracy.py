@@ -66,8 +66,8 @@ class Check:
 
 
 def _split(kw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(our keyword arguments, PyTorch's): block sizes and backend are ours alone."""
-    ours_only = ("block_q", "block_k", "backend")
+    """(our keyword arguments, PyTorch's): block sizes, backend and tile kernel are ours alone."""
+    ours_only = ("block_q", "block_k", "backend", "tile_kernel")
     return dict(kw), {n: x for n, x in kw.items() if n not in ours_only}
 
 

@@ -1,8 +1,11 @@
 """`flash_attention`: one entry point, three execution paths (``backend=``).
 
 - numpy arrays run the readable loop (`attention_lib.flash.loop`);
-- torch tensors run the in-place torch loop with FlashAttention's backward
-  pass (`attention_lib.flash.torch_tiled`);
+- torch tensors run the torch tiled path with FlashAttention's backward
+  pass: on the CPU each tile one call of PyTorch's fused kernel, merged by
+  the online softmax (`attention_lib.flash.fused_tiles`), where the call
+  allows it, and each tile as torch operations otherwise
+  (`attention_lib.flash.torch_tiled`): ``tile_kernel=``;
 - CUDA tensors run the Triton kernels (`attention_lib.flash.triton.launch`).
 
 Those modules are imported only when asked for, so importing this one
@@ -15,12 +18,15 @@ import importlib.util
 from typing import Any
 
 from ..backend import is_torch_array
-from ..inputs import AttentionSpec, check, materialise, positive_integer
+from ..inputs import AttentionProblem, AttentionSpec, check, materialise, positive_integer
 
-__all__ = ["BACKENDS", "flash_attention"]
+__all__ = ["BACKENDS", "TILE_KERNELS", "flash_attention"]
 
 #: the names ``flash_attention(..., backend=...)`` accepts
 BACKENDS = ("auto", "tiled", "triton")
+#: the names ``flash_attention(..., tile_kernel=...)`` accepts: how the torch tiled path
+#: computes one tile
+TILE_KERNELS = ("auto", "fused", "ops")
 
 
 def _triton_plan(
@@ -49,6 +55,25 @@ def _triton_plan(
     return triton_launch.plan(spec, block_q, block_k)
 
 
+def _torch_tiles(
+    problem: AttentionProblem, block_q: int | None, block_k: int | None, tile_kernel: str
+) -> Any:
+    """The torch tiled path's output (..., L, Ev), on the tile kernel asked for."""
+    if tile_kernel != "ops":
+        from . import fused_tiles
+
+        why = fused_tiles.eligible(problem)
+        if why is not None and tile_kernel == "fused":
+            raise ValueError(f"tile_kernel='fused' cannot run this call: {why}")
+        if why is None:
+            out = fused_tiles.fused_tiles_attention(problem, block_q, block_k)
+            if out is not None:  # None: a value is not finite, and the rule is kept below
+                return out
+    from .torch_tiled import torch_tiled_attention
+
+    return torch_tiled_attention(problem, block_q, block_k)
+
+
 def flash_attention(
     query: Any,
     key: Any,
@@ -61,6 +86,7 @@ def flash_attention(
     block_q: int | None = None,
     block_k: int | None = None,
     backend: str = "auto",
+    tile_kernel: str = "auto",
 ) -> Any:
     """Scaled dot-product attention computed tile by tile (online softmax).
 
@@ -88,12 +114,24 @@ def flash_attention(
     ``backend`` picks the path that runs it:
 
     - ``"tiled"``: the library's loop. numpy arrays run the readable loop in
-      `attention_lib.flash.loop`; torch tensors run its in-place torch
-      version (`attention_lib.flash.torch_tiled`), which is differentiable
-      (FlashAttention's backward pass, recomputing tiles from each row's
-      saved maximum and total) and, on a large problem, runs its work items
-      on as many threads as ``torch.get_num_threads()`` gives, each
-      single-threaded, leaving the caller's thread count as it was.
+      `attention_lib.flash.loop`; torch tensors run its torch version,
+      differentiable (FlashAttention's backward pass, recomputing each tile
+      from per-row statistics), on one of two tile kernels (``tile_kernel``):
+
+      - ``"fused"`` (`attention_lib.flash.fused_tiles`): each tile is one
+        call of PyTorch's fused CPU kernel, which returns the tile's output
+        and log-sum-exp; the tiles, the causal skipping and the online
+        softmax that merges them are ours. CPU tensors, float32 or
+        float64, E = Ev, no mask, no broadcast batch, finite inputs.
+      - ``"ops"`` (`attention_lib.flash.torch_tiled`): each tile as torch
+        operations, in place; any call, on any device. On a large
+        problem its work items run on as many threads as
+        ``torch.get_num_threads()`` gives, each single-threaded, leaving
+        the caller's thread count as it was.
+      - ``"auto"`` (default): ``"fused"`` where the call allows it,
+        ``"ops"`` otherwise. ``"fused"`` asked for a call it cannot run
+        raises ValueError saying why; with non-finite inputs it runs on
+        ``"ops"``, which keeps the library's rule for them.
     - ``"triton"``: the Triton kernels (`attention_lib.flash.triton.launch`):
       CUDA tensors, or CPU tensors when TRITON_INTERPRET=1 was set before
       triton was imported. They handle ``is_causal`` but no ``attn_mask``;
@@ -106,21 +144,29 @@ def flash_attention(
 
     ``block_q`` and ``block_k`` are the tile sizes: any positive integers,
     also ones that do not divide L or S, or None for the path's own choice
-    (numpy 256 x 512, torch 2048 x 512 and causal 2048 x 256, Triton from
-    its tile table). Causal, the torch path takes the keys wholly below a
-    row block's diagonal in blocks at least 512 wide (block_k is the width
-    of those that cross it). The Triton kernels take powers of two from 16
-    to 256, for every kernel: block_q query rows by block_k keys.
+    (numpy 256 x 512; torch fused tiles 2048 x 1024 and causal 1024 x 1024;
+    torch operations 2048 x 512 and causal 2048 x 256; Triton from its
+    tile table). Causal, the torch path takes the keys wholly below a row
+    block's diagonal in blocks at least 1024 (fused tiles) or 512 (torch
+    operations) wide; block_k is the width of those that cross it. The
+    Triton kernels take powers of two from 16 to 256, for every kernel:
+    block_q query rows by block_k keys.
 
     Raises ValueError for block sizes that are not positive integers, an
-    unknown ``backend`` (the message lists the valid names) and requests
-    the Triton kernel does not handle with ``backend="triton"``;
+    unknown ``backend`` or ``tile_kernel`` (the message lists the valid
+    names), ``tile_kernel="fused"`` for a call the fused tiles cannot run,
+    and requests the Triton kernel does not handle with
+    ``backend="triton"``;
     RuntimeError when ``backend="triton"`` cannot run here (triton missing,
     tensors not on CUDA without the interpreter). The message says why.
     """
-    if not isinstance(backend, str) or backend not in BACKENDS:
-        valid = ", ".join(repr(name) for name in BACKENDS)
-        raise ValueError(f"backend must be one of {valid}, got {backend!r}")
+    for name, choice, valid in (
+        ("backend", backend, BACKENDS),
+        ("tile_kernel", tile_kernel, TILE_KERNELS),
+    ):
+        if not isinstance(choice, str) or choice not in valid:
+            names = ", ".join(repr(x) for x in valid)
+            raise ValueError(f"{name} must be one of {names}, got {choice!r}")
     # None is the path's own choice
     block_q = None if block_q is None else positive_integer("block_q", block_q)
     block_k = None if block_k is None else positive_integer("block_k", block_k)
@@ -135,10 +181,10 @@ def flash_attention(
             raise plan
     problem = materialise(spec)  # upcast, grouped heads repeated
     if is_torch_array(problem.query):
-        from .torch_tiled import torch_tiled_attention
-
-        out = torch_tiled_attention(problem, block_q, block_k)  # (..., L, Ev)
+        out = _torch_tiles(problem, block_q, block_k, tile_kernel)  # (..., L, Ev)
     else:
+        if tile_kernel == "fused":
+            raise ValueError("tile_kernel='fused' runs torch tensors, got numpy arrays")
         from .loop import NUMPY_BLOCK_K, NUMPY_BLOCK_Q, tiled_loop
 
         block_q = NUMPY_BLOCK_Q if block_q is None else block_q

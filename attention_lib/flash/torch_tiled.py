@@ -1,10 +1,16 @@
-"""The tiled path in torch: a fast forward and FlashAttention's backward pass.
+"""The tiled path in torch, each tile as torch operations: forward and FlashAttention's backward.
 
 `attention_lib.flash.loop` holds the readable version of the algorithm, written
 once for numpy and torch through the array-API namespace. This module is the
 same loop over the same tiles (`query_blocks`, `key_blocks`) with the same
 running quantities (m, total, acc, rescale, shift), written for speed on a
-CPU. What it does differently, each measured on a 2-core AVX-512 machine:
+CPU: the torch path's ``tile_kernel="ops"``. Where a call allows it, the
+torch path computes each tile with PyTorch's fused CPU kernel instead
+(`attention_lib.flash.fused_tiles`): a path built of separate operations can
+at best draw level with that kernel (`attention_lib.bench.floor`). This one
+runs every other call: masks, non-finite inputs, broadcast batches, E != Ev,
+other devices. What it does differently from the loop, each measured on a
+2-core AVX-512 machine:
 
 - **Work items on threads of their own.** The batch (every batch and head
   entry, N of them) is cut into groups of entries, views of the inputs (no

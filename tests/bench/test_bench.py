@@ -109,6 +109,8 @@ def test_ratios_are_measured_idle_and_loaded_side_by_side():
     assert {r["load"] for r in rows} == {"idle", "loaded"}
     for r in rows:
         assert r["ratio"] == pytest.approx(r["sdpa_s"] / r["ours_s"])
+        assert r["ops_ratio"] == pytest.approx(r["sdpa_s"] / r["ops_s"])
+        assert r["tile_kernel"] == "fused"  # float32, no mask, E = Ev: the fused tiles
         assert r["ours_gflops"] == pytest.approx(
             ratios.RatioCase(r["length"], r["width"], r["causal"], r["backward"]).flops
             / r["ours_s"]
@@ -150,7 +152,7 @@ def test_the_floor_table_prints_each_operation_and_both_ratios():
     row |= {"ns_per_score": ops, "operations_ns": 2.25, "sdpa_ns": 2.4, "ours_ns": 3.0}
     row |= {"floor_ratio": 2.4 / 2.25, "ours_ratio": 0.8}
     header, columns, line, legend = format_floor([row])
-    assert header.startswith("the floor: one tile's torch operations")
+    assert header.startswith("the floor under tile_kernel='ops': one tile's torch operations")
     assert "q k^T      exp2   p [v,1]    sum" in columns
     assert line.split() == "2048 64 2048x512 1.000 0.300 0.950 2.25 2.40 3.00 1.07 0.80".split()
     assert legend.startswith("(SDPA/sum: the best ratio")
@@ -161,6 +163,7 @@ def test_the_ratio_table_warns_first_and_last_when_the_machine_was_busy():
     case = {"length": 64, "width": 16, "causal": True, "backward": False, "rounds": 1}
     row = case | {"ours_gflops": 1.0, "sdpa_gflops": 2.0, "ratio": 0.5, "score_fraction": 0.5}
     row |= {"block_q": 1024, "block_k": 128, "block_k_below": 256}
+    row |= {"tile_kernel": "fused", "ops_ratio": 0.3}
     idle = {"others_cpu_share": 0.3, "warnings": ["WARNING: the machine was busy: others"]}
     result = {
         "info": {"load_average": [0.1, 0.2, 0.3], "torch_threads": 2},
@@ -173,7 +176,8 @@ def test_the_ratio_table_warns_first_and_last_when_the_machine_was_busy():
     assert lines[0] == lines[-1] == "WARNING: the machine was busy: others"
     assert "other processes' share of the CPU time: idle 30%, loaded 2%" in lines
     (case_line,) = (line for line in lines if line.lstrip().startswith("64"))
-    assert "1024x128/256" in case_line and case_line.rstrip().endswith("0.80")  # 0.4 / 0.5 kept
+    assert "fused 1024x128/256" in case_line and case_line.rstrip().endswith("0.80")  # 0.4 / 0.5
+    assert case_line.split().count("0.30") == 2  # tile_kernel='ops', idle and loaded
     del result["machine_load"]  # a file written before the load was kept
     assert not ratios.format_ratios(result).startswith("WARNING")
 
@@ -183,7 +187,7 @@ def test_the_threads_and_processes_table_prints_both_ratios():
     row |= {"ours_two_processes_s": 0.212, "sdpa_two_threads_s": 0.205}
     row |= {"threads_ratio": 0.205 / 0.294, "processes_ratio": 0.205 / 0.212}
     header, columns, line = format_threads_and_processes([row])
-    assert header.startswith("two workers as threads of one process, or as two processes")
+    assert header.startswith("tile_kernel='ops': two workers as threads of one process, or as")
     assert columns.split() == ["L", "E", "threads", "processes", "SDPA", "ratio,", "threads",
                                "processes"]  # fmt: skip
     assert line.split() == ["4096", "64", "294.0", "212.0", "205.0", "0.70", "0.97"]

@@ -37,16 +37,21 @@ GRADCHECK_CASES = {
     ),
     "broadcast key/value": dict(shapes=((2, 3, 7, 4), (1, 9, 4), (3, 9, 3)), kw={}),
     "2-d inputs": dict(shapes=((7, 4), (9, 4), (9, 3)), kw=dict(scale=0.7)),
+    # E = Ev: what the fused tiles take (tile_kernel="auto" runs them)
+    "E = Ev": dict(shapes=((2, 2, 7, 4), (2, 2, 9, 4), (2, 2, 9, 4)), kw=dict(scale=0.7)),
+    "causal, E = Ev": dict(shapes=((2, 7, 4), (2, 9, 4), (2, 9, 4)), kw=dict(is_causal=True)),
+    "causal, L > S, E = Ev": dict(shapes=((9, 4), (5, 4), (5, 4)), kw=dict(is_causal=True)),
 }
 
 
+@pytest.mark.parametrize("kernel", ["auto", "ops"])  # auto: the fused tiles where E = Ev
 @pytest.mark.parametrize("case", GRADCHECK_CASES, ids=list(GRADCHECK_CASES))
-def test_gradcheck(case):
+def test_gradcheck(case, kernel):
     spec = GRADCHECK_CASES[case]
     inputs = tuple(leaf(s, seed) for seed, s in enumerate(spec["shapes"]))
 
     def f(q, k, v):
-        return tiled(q, k, v, block_q=3, block_k=4, **spec["kw"])
+        return tiled(q, k, v, block_q=3, block_k=4, tile_kernel=kernel, **spec["kw"])
 
     assert gradcheck(f, inputs)
 

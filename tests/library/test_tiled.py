@@ -168,13 +168,20 @@ def test_shares_the_reference_errors():
 
 
 def test_docstring_states_the_default_tiles():
+    from attention_lib.flash import fused_tiles, torch_tiled
     from attention_lib.flash.loop import NUMPY_BLOCK_K, NUMPY_BLOCK_Q
-    from attention_lib.flash.torch_tiled import default_blocks
 
     doc = " ".join(flash_attention.__doc__.split())  # the sentence may wrap anywhere
-    (tq, tk), (cq, ck) = default_blocks(False), default_blocks(True)
-    stated = f"numpy {NUMPY_BLOCK_Q} x {NUMPY_BLOCK_K}, torch {tq} x {tk} and causal {cq} x {ck}"
+    (fq, fk), (fcq, fck) = fused_tiles.default_blocks(False), fused_tiles.default_blocks(True)
+    (tq, tk), (cq, ck) = torch_tiled.default_blocks(False), torch_tiled.default_blocks(True)
+    stated = (
+        f"numpy {NUMPY_BLOCK_Q} x {NUMPY_BLOCK_K}; torch fused tiles {fq} x {fk} and causal "
+        f"{fcq} x {fck}; torch operations {tq} x {tk} and causal {cq} x {ck}"
+    )
     assert stated in doc
+    below = f"at least {fused_tiles.FUSED_CAUSAL_BLOCK} (fused tiles) or "
+    below += f"{torch_tiled.below_diagonal_width(1)} (torch operations) wide"
+    assert below in doc
 
 
 def test_the_numpy_loop_writes_its_output_once():

@@ -57,7 +57,7 @@ def test_the_callers_thread_count_and_the_default_for_new_threads_are_kept(monke
     monkeypatch.setattr(torch_tiled, "PARALLEL_MIN_SCORES", 0)
     before = torch.get_num_threads()
     q = make((8, 64, 32), "torch", "float32")
-    al.flash_attention(q, q, q, backend="tiled")  # on the workers
+    al.flash_attention(q, q, q, tile_kernel="ops")  # on the workers
     assert torch.get_num_threads() == before
     later = []
     thread = threading.Thread(target=lambda: later.append(torch.get_num_threads()))
@@ -74,7 +74,9 @@ def test_calls_from_several_threads_at_once_give_the_serial_results(monkeypatch)
     results = [None] * len(inputs)
 
     def call(i):
-        results[i] = al.flash_attention(*inputs[i], is_causal=True, block_q=4, block_k=8)
+        results[i] = al.flash_attention(
+            *inputs[i], is_causal=True, block_q=4, block_k=8, tile_kernel="ops"
+        )
 
     threads = [threading.Thread(target=call, args=(i,)) for i in range(len(inputs))]
     for thread in threads:
@@ -92,10 +94,10 @@ def test_a_forked_child_starts_threads_of_its_own():
         "torch_tiled.PARALLEL_MIN_SCORES = 0\n"
         "workers.thread_count = lambda: 2\n"
         "x = torch.ones(4, 16, 8)\n"
-        "al.flash_attention(x, x, x)\n"  # the parent's threads exist
+        "al.flash_attention(x, x, x, tile_kernel='ops')\n"  # the parent's threads exist
         "pid = os.fork()\n"
         "if pid == 0:\n"
-        "    al.flash_attention(x, x, x)\n"  # would wait forever on the parent's threads
+        "    al.flash_attention(x, x, x, tile_kernel='ops')\n"  # would wait on the parent's
         "    os._exit(0)\n"
         "_, status = os.waitpid(pid, 0)\n"
         "assert status == 0, status\n"
@@ -122,7 +124,7 @@ def test_the_threads_are_stopped_and_joined_at_exit():
 def test_a_script_using_the_threads_exits_cleanly():
     code = (
         "import torch, attention_lib as al; q = torch.randn(1, 8, 1024, 64); "
-        "al.flash_attention(q, q, q, block_q=128); print('done')"
+        "al.flash_attention(q, q, q, block_q=128, tile_kernel='ops'); print('done')"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert (done.returncode, done.stdout.strip()) == (0, "done"), done.stderr[-2000:]

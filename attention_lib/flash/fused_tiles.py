@@ -1,0 +1,296 @@
+"""The torch tiled path with fused tiles: each tile one call of PyTorch's fused CPU kernel.
+
+`attention_lib.flash.torch_tiled` computes a tile with torch operations, one
+pass over the tile each (the product, the exponential, the product with the
+values). On a CPU those passes, and the moments between them, are what keep
+it below PyTorch's fused kernel: each operation timed alone sums to about
+SDPA's whole time per score (`attention_lib.bench.floor`). Here the work
+inside a tile is done by that kernel (``aten::_scaled_dot_product_flash_
+attention_for_cpu``, the one SDPA calls on the CPU), which keeps its own
+small blocks in cache and runs in one parallel region; what is ours is
+everything between the tiles:
+
+- **the tiles**: the same query and key blocks (`query_blocks`,
+  `key_blocks`), so the path visits exactly the tiles the notebooks draw;
+- **the online softmax across them**: a tile gives its rows' output O_t,
+  normalised over the tile's keys, and their log-sum-exp lse_t. Two
+  normalised partial results merge as
+
+      lse = log(e^lse_a + e^lse_b)
+      O   = O_a e^(lse_a - lse) + O_b e^(lse_b - lse)
+          = O_a + w (O_b - O_a),  w = e^(lse_b - lse) = sigmoid(lse_b - lse_a)
+
+  FlashAttention's rescaling written for normalised outputs (the merge
+  FlashAttention-2's split-KV decoding and ring attention use), one pass
+  over the rows (``lerp_``) per tile after a row block's first;
+- **causal skipping**: tiles wholly above the diagonal are never called, the
+  keys below a row block's diagonal come in unmasked tiles, and only the
+  tile that crosses it is masked (the kernel's ``is_causal``, aligned at
+  the tile's first key: `first_row` leaves out the rows above it);
+- **the backward pass, tile by tile**: with the whole rows' O and lse, the
+  kernel's backward on one tile gives exactly that tile's share of dQ and
+  the tile's dK and dV (FlashAttention-2, arXiv:2307.08691, algorithm 2:
+  P = exp(S - lse), D = rowsum(dO * O), both from whole rows); the shares
+  are summed.
+
+It takes what the kernel takes and our rules agree with: CPU tensors,
+float32 or float64, E = Ev, no mask, batch dimensions that merge into one
+(no broadcast), a last dimension of stride 1, and finite inputs (a masked
+key holding NaN would reach the output through the kernel's 0 x NaN; the
+rule in `attention_lib.flash.tiles`). `eligible` says whether a problem
+qualifies; everything else runs on `attention_lib.flash.torch_tiled`.
+
+Importing this module imports torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from ..backend import namespace, prod
+from ..inputs import AttentionProblem
+from .tiles import all_finite, first_row, key_blocks, query_blocks
+
+__all__ = [
+    "FUSED_BLOCK_K",
+    "FUSED_BLOCK_Q",
+    "FUSED_CAUSAL_BLOCK",
+    "FusedTilesFunction",
+    "NotFinite",
+    "Tile",
+    "below_diagonal_width",
+    "default_blocks",
+    "eligible",
+    "fused_tiles",
+    "fused_tiles_attention",
+    "kernel_name",
+    "merge",
+]
+
+# Tile sizes measured on a 2-core x86-64 CPU against SDPA in the same run (L = 2048 and
+# 4096, E = 64 and 128, forward and forward + backward, float32, two torch threads): every
+# tile after a row block's first costs one merge, a pass over its rows' output, so key
+# blocks are wide (2048 x 1024: 0.91-1.01 of SDPA; 2048 x 512: 0.89-1.02). Causal, one
+# tile per row block crosses the diagonal and the kernel masks it and skips its own
+# blocks above it: 1024 x 1024 (0.93-1.01) beat 2048 x 256 with 512-wide blocks below the
+# diagonal (0.85-1.01) and 512 x 512 (0.71-0.91), whose many narrow tiles each cost a merge.
+FUSED_BLOCK_Q = 2048
+FUSED_BLOCK_K = 1024
+FUSED_CAUSAL_BLOCK = 1024
+
+_FORWARD = "_scaled_dot_product_flash_attention_for_cpu"
+_BACKWARD = "_scaled_dot_product_flash_attention_for_cpu_backward"
+
+_XP = namespace(torch.empty(0))
+
+#: one tile: query rows [r0, r1), keys [c0, c1), and whether the kernel masks it causally
+Tile = tuple[tuple[int, int], tuple[int, int], bool]
+
+
+class NotFinite(Exception):
+    """The fused tiles' output is not finite: the call is run again on the torch operations."""
+
+
+def default_blocks(is_causal: bool) -> tuple[int, int]:
+    """The fused tiles' (block_q, block_k) when the caller gives none."""
+    if is_causal:
+        return FUSED_CAUSAL_BLOCK, FUSED_CAUSAL_BLOCK
+    return FUSED_BLOCK_Q, FUSED_BLOCK_K
+
+
+def below_diagonal_width(block_k: int) -> int:
+    """Causal: the width of the key blocks wholly below a row block's diagonal.
+
+    Those tiles are unmasked and each costs a merge, so they are at least
+    `FUSED_CAUSAL_BLOCK` wide; ``block_k`` is the width of the blocks from
+    the row block's first row on (`key_blocks`).
+    """
+    return max(block_k, FUSED_CAUSAL_BLOCK)
+
+
+def kernel_name(problem: AttentionProblem) -> str:
+    """The tile kernel ``tile_kernel="auto"`` gives ``problem`` with finite inputs: "fused"
+    or "ops"."""
+    return "ops" if eligible(problem) is not None else "fused"
+
+
+def _kernel_present() -> bool:
+    return hasattr(torch.ops.aten, _FORWARD) and hasattr(torch.ops.aten, _BACKWARD)
+
+
+def _merged(x: torch.Tensor, batch: tuple[int, ...]) -> torch.Tensor | None:
+    """``x`` (*batch, n, e) as a (1, N, n, e) view, or None where it has none (a broadcast)."""
+    if tuple(x.shape[:-2]) != batch or (x.shape[-1] > 1 and x.stride(-1) != 1):
+        return None
+    try:
+        return x.view(1, prod(batch), *x.shape[-2:])  # (1, N, n, e)
+    except RuntimeError:
+        return None
+
+
+def eligible(problem: AttentionProblem) -> str | None:
+    """None when the fused tiles can run ``problem``, else why not (a short phrase).
+
+    Checks everything but the inputs' values; `fused_tiles_attention`
+    checks those (finite) as it runs.
+    """
+    query, key, value = problem.query, problem.key, problem.value
+    if not _kernel_present():
+        return "this torch has no fused CPU attention kernel"
+    if query.device.type != "cpu":
+        return f"the fused kernel runs on the CPU, not on {query.device.type}"
+    if query.dtype not in (torch.float32, torch.float64):
+        return f"the fused tiles compute in float32 or float64, not {query.dtype}"
+    if problem.mask is not None:
+        return "a mask runs on the torch operations (masked keys are never read there)"
+    if value.shape[-1] != query.shape[-1]:
+        return f"the fused kernel needs E = Ev, got E = {query.shape[-1]}, Ev = {value.shape[-1]}"
+    if 0 in (query.shape[-2], key.shape[-2], query.shape[-1]):
+        return "an empty sequence or head width runs on the torch operations"
+    if any(_merged(x, problem.batch) is None for x in (query, key, value)):
+        return "inputs whose batch dimensions broadcast or do not merge into one"
+    return None
+
+
+def fused_tiles(
+    length_q: int, length_k: int, block_q: int, block_k: int, is_causal: bool
+) -> list[Tile]:
+    """Every tile the fused path calls the kernel on, row blocks outer, keys in order.
+
+    The tiles of `key_blocks` (causal: blocks `below_diagonal_width` wide
+    below a row block's diagonal, unmasked, then ``block_k`` wide from its
+    first row), each with the rows that see any
+    of its keys (`first_row`). A tile from the row block's first row on is
+    masked by the kernel's top-left causal mask, which is then aligned: its
+    first row and first key are the same position. A row block's first tile
+    starts at key 0 and covers all its rows.
+    """
+    below = below_diagonal_width(block_k) if is_causal else None
+    return [
+        ((first_row(rows, cols, is_causal), rows[1]), cols, is_causal and cols[0] >= rows[0])
+        for rows in query_blocks(length_q, block_q)
+        for cols in key_blocks(rows, length_k, block_k, is_causal, below)
+    ]
+
+
+def merge(out: torch.Tensor, lse: torch.Tensor, out_t: torch.Tensor, lse_t: torch.Tensor) -> None:
+    """Fold one tile's normalised output into the rows' running result, in place.
+
+    ``out`` (..., n, Ev) and ``lse`` (..., n) hold the rows' result over the
+    keys so far, ``out_t`` and ``lse_t`` the tile's over its own keys; after
+    the call they hold the result over both (the formula in the module's
+    docstring). The weight of the new tile is sigmoid(lse_t - lse), which
+    neither overflows nor loses the smaller share.
+    """
+    weight = torch.sigmoid(lse_t - lse)  # (..., n): the new keys' share of each row's total
+    out.lerp_(out_t, weight.unsqueeze(-1))  # (..., n, Ev), one pass
+    torch.logaddexp(lse, lse_t, out=lse)  # (..., n)
+
+
+def _rows(x: torch.Tensor, span: tuple[int, int]) -> torch.Tensor:
+    """Positions [a, b) of a (1, N, n, e) or (1, N, n) tensor, a view."""
+    return x[:, :, span[0] : span[1]]
+
+
+@torch.no_grad()
+def _forward(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, tiles: list[Tile], scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """out (1, N, L, Ev) and lse (1, N, L) from query (1, N, L, E), key and value (1, N, S, E)."""
+    kernel = getattr(torch.ops.aten, _FORWARD)
+    out = value.new_empty((*query.shape[:-1], value.shape[-1]))  # (1, N, L, Ev)
+    lse = query.new_empty(query.shape[:-1])  # (1, N, L)
+    for rows, cols, causal in tiles:
+        q, k, v = _rows(query, rows), _rows(key, cols), _rows(value, cols)  # (1, N, bq|bk, E)
+        out_t, lse_t = kernel(q, k, v, 0.0, causal, scale=scale)  # (1, N, bq, Ev), (1, N, bq)
+        if cols[0] == 0:  # a row block's first tile: all its rows, nothing to merge with
+            _rows(out, rows).copy_(out_t)
+            _rows(lse, rows).copy_(lse_t)
+        else:
+            merge(_rows(out, rows), _rows(lse, rows), out_t, lse_t)
+    return out, lse
+
+
+@torch.no_grad()
+def _backward(
+    saved: tuple[torch.Tensor, ...], grad_out: torch.Tensor, tiles: list[Tile], scale: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dquery, dkey, dvalue (each as its (1, N, n, E) input): every tile's share, summed."""
+    kernel = getattr(torch.ops.aten, _BACKWARD)
+    query, key, value, out, lse = saved
+    grads = [torch.zeros_like(x) for x in (query, key, value)]  # accumulated tile by tile
+    dquery, dkey, dvalue = grads
+    for rows, cols, causal in tiles:
+        q, d_out, o, l_rows = (_rows(x, rows) for x in (query, grad_out, out, lse))
+        k, v = _rows(key, cols), _rows(value, cols)  # (1, N, bk, E)
+        dq, dk, dv = kernel(d_out, q, k, v, o, l_rows, 0.0, causal, scale=scale)
+        _rows(dquery, rows).add_(dq)  # (1, N, bq, E): this tile's share of dQ
+        _rows(dkey, cols).add_(dk)  # (1, N, bk, E)
+        _rows(dvalue, cols).add_(dv)  # (1, N, bk, Ev)
+    return dquery, dkey, dvalue
+
+
+class FusedTilesFunction(torch.autograd.Function):
+    """Attention on (1, N, n, E) views, tile by tile on the fused kernel, with its backward.
+
+    ``apply(query, key, value, tiles, scale)``: query (1, N, L, E), key and
+    value (1, N, S, E), ``tiles`` from `fused_tiles`. Returns out (1, N, L,
+    E). Saves the inputs, the output and one number per row (lse), never
+    the (L, S) weights. Raises `NotFinite` when the output is not finite.
+    Not twice differentiable.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        tiles: list[Tile],
+        scale: float,
+    ) -> torch.Tensor:
+        out, lse = _forward(query, key, value, tiles, scale)
+        if not all_finite(_XP, out):
+            raise NotFinite
+        ctx.save_for_backward(query, key, value, out, lse)
+        ctx.tiles, ctx.scale = tiles, scale
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        grads = _backward(ctx.saved_tensors, grad_out, ctx.tiles, ctx.scale)
+        return (*grads, None, None)
+
+
+def fused_tiles_attention(
+    problem: AttentionProblem, block_q: int | None, block_k: int | None
+) -> torch.Tensor | None:
+    """The fused tiles' output (*batch, L, E) for an `eligible` problem, or None.
+
+    None when an input is not finite, or the output is not (scores so large
+    that exp overflows): the caller then runs the torch operations, which
+    follow the library's rule for non-finite values. ``block_q``/``block_k``
+    None take `default_blocks`. Differentiable with respect to query, key
+    and value.
+    """
+    inputs = [_merged(x, problem.batch) for x in (problem.query, problem.key, problem.value)]
+    if not all_finite(_XP, *(x.detach() for x in inputs if x is not None)):
+        return None
+    default_q, default_k = default_blocks(problem.is_causal)
+    length_q, length_k = problem.query.shape[-2], problem.key.shape[-2]
+    tiles = fused_tiles(
+        length_q,
+        length_k,
+        default_q if block_q is None else block_q,
+        default_k if block_k is None else block_k,
+        problem.is_causal,
+    )
+    try:
+        out = FusedTilesFunction.apply(*inputs, tiles, problem.scale)  # (1, N, L, E)
+    except NotFinite:
+        return None
+    return out.view(problem.shape)  # (*batch, L, E)

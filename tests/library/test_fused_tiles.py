@@ -1,0 +1,257 @@
+"""The torch tiled path's fused tiles (`attention_lib.flash.fused_tiles`, issue 22).
+
+Each tile is one call of PyTorch's fused CPU kernel; the tiles, the causal
+skipping and the online softmax that merges the tiles are ours, and so is
+the backward pass that sums the tiles' shares. Held against PyTorch's SDPA
+in float64, to FlashAttention's rule in float32, and against the torch
+operations' tile kernel (``tile_kernel="ops"``) on the same calls.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import FLOAT64, make, qkv
+
+import attention_lib as al
+from attention_lib.flash import fused_tiles
+from attention_lib.flash.accuracy import forward_check, gradient_checks
+from attention_lib.flash.tiles import score_fraction
+from attention_lib.inputs import check, materialise
+
+
+def leaves(batch, length, keys, width, dtype="float64", seed=0):
+    q, k, v = qkv("torch", batch, length, keys, width, width, dtype, seed)
+    return tuple(x.requires_grad_() for x in (q, k, v))
+
+
+def fused(*args, **kwargs):
+    return al.flash_attention(*args, backend="tiled", tile_kernel="fused", **kwargs)
+
+
+# ---------------------------------------------------------------- the tiles
+
+
+def test_the_causal_tiles_skip_above_the_diagonal_and_mask_only_the_tile_across_it():
+    """L = S = 10, blocks 4 x 4: each row block's keys before it in one unmasked tile (at
+    least FUSED_CAUSAL_BLOCK wide), then the tile from its first row, masked and aligned."""
+    tiles = fused_tiles.fused_tiles(10, 10, 4, 4, is_causal=True)
+    assert tiles == [
+        ((0, 4), (0, 4), True),
+        ((4, 8), (0, 4), False),
+        ((4, 8), (4, 8), True),
+        ((8, 10), (0, 8), False),
+        ((8, 10), (8, 10), True),
+    ]
+
+
+def test_a_tile_crossing_the_diagonal_leaves_out_the_rows_above_its_first_key():
+    """block_k narrower than block_q: the rows before a key block's first key see none of it."""
+    tiles = fused_tiles.fused_tiles(6, 6, 6, 2, is_causal=True)
+    assert tiles == [((0, 6), (0, 2), True), ((2, 6), (2, 4), True), ((4, 6), (4, 6), True)]
+
+
+@pytest.mark.parametrize("shape", [(10, 10, 4, 4), (9, 5, 2, 3), (5, 12, 3, 2), (7, 7, 7, 7)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_tiles_cover_every_visible_score_once_and_only_the_diagonal_tiles_are_masked(
+    shape, causal
+):
+    length_q, length_k = shape[:2]
+    seen = np.zeros((length_q, length_k), int)
+    for (r0, r1), (c0, c1), masked in fused_tiles.fused_tiles(*shape, causal):
+        rows, cols = np.arange(r0, r1)[:, None], np.arange(c0, c1)[None, :]
+        visible = cols <= rows if causal else np.ones((r1 - r0, c1 - c0), bool)
+        if masked:  # the kernel's top-left mask, aligned: first row and first key coincide
+            assert r0 == c0
+            assert np.array_equal(visible, (cols - c0) <= (rows - r0))
+        else:
+            assert visible.all()
+        seen[r0:r1, c0:c1] += visible
+    rows, cols = np.indices((length_q, length_k))
+    assert np.array_equal(seen, (cols <= rows) if causal else np.ones_like(seen))
+
+
+def test_the_default_causal_tiles_compute_three_quarters_of_the_scores_at_2048():
+    """Row block 1 of 2 computes its unmasked tile and its diagonal tile: 3/4 of L x S by
+    tiles (the kernel also skips its own blocks above the diagonal inside the masked tiles)."""
+    block_q, block_k = fused_tiles.default_blocks(True)
+    tiles = fused_tiles.fused_tiles(2048, 2048, block_q, block_k, True)
+    area = sum((r1 - r0) * (c1 - c0) for (r0, r1), (c0, c1), _ in tiles)
+    assert area / 2048**2 == 0.75
+    below = fused_tiles.below_diagonal_width(block_k)
+    assert score_fraction(2048, 2048, block_q, block_k, True, below) == 0.75
+
+
+# ---------------------------------------------------------------- the merge
+
+
+def test_merging_two_halves_gives_the_whole_rows_result():
+    q, k, v = qkv("torch", (2,), 5, 12, 4, 4)
+    kernel = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    whole, lse = kernel(q[None], k[None], v[None])
+    out, lse_a = kernel(q[None], k[None, :, :5], v[None, :, :5])
+    out_b, lse_b = kernel(q[None], k[None, :, 5:], v[None, :, 5:])
+    fused_tiles.merge(out, lse_a, out_b, lse_b)
+    torch.testing.assert_close(out, whole, **FLOAT64)
+    torch.testing.assert_close(lse_a, lse, **FLOAT64)
+
+
+def test_the_merge_keeps_a_tile_whose_share_is_below_float32s_smallest_weight():
+    """Two tiles' log-sum-exps 200 apart: e^-200 underflows in float32, and the row is the
+    first tile's alone, with no NaN from inf - inf."""
+    out, out_t = torch.ones(1, 3), torch.full((1, 3), 5.0)
+    lse, lse_t = torch.tensor([200.0]), torch.tensor([0.0])
+    fused_tiles.merge(out, lse, out_t, lse_t)
+    torch.testing.assert_close(out, torch.ones(1, 3))
+    torch.testing.assert_close(lse, torch.tensor([200.0]))
+
+
+# ---------------------------------------------------------------- against PyTorch's SDPA
+
+CASES = {
+    "L = S, blocks that do not divide them": ((2, 3), 37, 37, 8, 8, 16),
+    "L > S": ((1, 2), 41, 17, 8, 10, 6),
+    "L < S": ((3,), 13, 50, 8, 4, 16),
+    "one tile": ((2,), 16, 16, 4, None, None),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_forward_and_gradients_match_pytorchs_sdpa_in_float64(case, causal):
+    batch, length, keys, width, block_q, block_k = CASES[case]
+    inputs = leaves(batch, length, keys, width)
+    out = fused(*inputs, is_causal=causal, block_q=block_q, block_k=block_k, scale=0.3)
+    want = F.scaled_dot_product_attention(*inputs, is_causal=causal, scale=0.3)
+    torch.testing.assert_close(out, want, **FLOAT64)
+    upstream = make(tuple(out.shape), "torch", seed=9)
+    ours = torch.autograd.grad(out, inputs, upstream)
+    theirs = torch.autograd.grad(want, inputs, upstream)
+    for got, expected in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(got, expected, **FLOAT64)
+
+
+def test_gradcheck():
+    inputs = leaves((2,), 7, 9, 4)
+    f = lambda q, k, v: fused(q, k, v, is_causal=True, block_q=3, block_k=2)  # noqa: E731
+    assert torch.autograd.gradcheck(f, inputs)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    length=st.integers(1, 40),
+    keys=st.integers(1, 40),
+    block_q=st.integers(1, 48),
+    block_k=st.integers(1, 48),
+    causal=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_any_tiles_give_the_float32_result_within_flashattentions_rule(
+    length, keys, block_q, block_k, causal, seed
+):
+    """At most twice PyTorch's float32 error against float64, forward and every gradient."""
+    q, k, v = qkv("torch", (2, 2), length, keys, 8, 8, "float32", seed)
+    kw = dict(is_causal=causal, block_q=block_q, block_k=block_k, tile_kernel="fused")
+    checks = [forward_check("fused", q, k, v, **kw)]
+    upstream = make((2, 2, length, 8), "torch", "float32", seed + 3)
+    checks += gradient_checks("fused", q, k, v, upstream, **kw)
+    for c in checks:
+        assert c.passed, c.as_dict()
+
+
+def test_the_fused_and_the_operations_kernel_agree():
+    q, k, v = leaves((1, 4), 300, 300, 16)
+    for causal in (False, True):
+        a, b = (
+            al.flash_attention(q, k, v, is_causal=causal, block_q=64, block_k=96, tile_kernel=kind)
+            for kind in ("fused", "ops")
+        )
+        torch.testing.assert_close(a, b, **FLOAT64)
+        grads = (torch.autograd.grad(x, (q, k, v), x) for x in (a, b))
+        for x, y in zip(*grads, strict=True):
+            torch.testing.assert_close(x, y, **FLOAT64)
+
+
+# ---------------------------------------------------------------- which kernel runs
+
+
+def _spy(monkeypatch):
+    calls = []
+    apply = fused_tiles.FusedTilesFunction.apply
+
+    def spy(*args):
+        calls.append(list(args[3]))  # the tiles
+        return apply(*args)
+
+    monkeypatch.setattr(fused_tiles.FusedTilesFunction, "apply", spy)
+    return calls
+
+
+def test_auto_runs_the_fused_tiles_where_the_call_allows_and_the_operations_elsewhere(
+    monkeypatch,
+):
+    calls = _spy(monkeypatch)
+    q, k, v = qkv("torch", (2,), 8, 8, 4, 4)
+    al.flash_attention(q, k, v, is_causal=True, block_q=4, block_k=4)
+    assert calls == [[((0, 4), (0, 4), True), ((4, 8), (0, 4), False), ((4, 8), (4, 8), True)]]
+    out = al.flash_attention(q.half(), k.half(), v.half())  # accumulated in float32
+    assert out.dtype == torch.float16 and len(calls) == 2
+    al.flash_attention(q, k, v, attn_mask=torch.ones(8, 8, dtype=torch.bool))  # a mask
+    al.flash_attention(q, k, v[..., :3])  # E != Ev
+    al.flash_attention(q, k[None].expand(3, 2, 8, 4), v)  # a broadcast batch
+    al.flash_attention(q, k, v, tile_kernel="ops")
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda q, k, v: fused(q, k, v, attn_mask=torch.ones(8, 8) > 0), "a mask runs on"),
+        (lambda q, k, v: fused(q, k, v[..., :3]), r"needs E = Ev, got E = 4, Ev = 3"),
+        (lambda q, k, v: fused(q.numpy(), k.numpy(), v.numpy()), "runs torch tensors"),
+        (lambda q, k, v: fused(q, k[None].expand(3, 2, 8, 4), v), "broadcast"),
+    ],
+    ids=["mask", "E != Ev", "numpy", "broadcast"],
+)
+def test_asking_for_the_fused_tiles_where_they_cannot_run_says_why(call, message):
+    q, k, v = qkv("torch", (2,), 8, 8, 4, 4)
+    with pytest.raises(ValueError, match=message):
+        call(q, k, v)
+
+
+def test_an_unknown_tile_kernel_lists_the_valid_ones():
+    q, k, v = qkv("torch", (2,), 8, 8, 4, 4)
+    with pytest.raises(ValueError, match="tile_kernel must be one of 'auto', 'fused', 'ops'"):
+        al.flash_attention(q, k, v, tile_kernel="fast")
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf], ids=["nan", "inf"])
+def test_a_non_finite_value_above_the_diagonal_is_never_read(monkeypatch, bad):
+    """The kernel would multiply its weight 0 by it (NaN); the fused tiles hand the call to the
+    torch operations, which never read a masked key (`attention_lib.flash.tiles`)."""
+    calls = _spy(monkeypatch)
+    q, k, v = leaves((2,), 6, 6, 4)
+    bad_v = v.detach().clone()
+    bad_v[:, 4] = bad
+    out = fused(q, k, bad_v.requires_grad_(), is_causal=True, block_q=2, block_k=2)
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(out[:, :4], want[:, :4], **FLOAT64)  # rows before key 4
+    assert calls == []
+
+
+def test_scores_that_overflow_run_on_the_torch_operations(monkeypatch):
+    """Finite inputs whose scores are infinite: the fused output is not finite, and the call is
+    run again as torch operations (their rule for non-finite values)."""
+    q, k, v = qkv("torch", (1,), 4, 4, 4, 4)
+    problem = materialise(check(q * 1e200, k * 1e200, v, None, False, None, False))
+    assert fused_tiles.eligible(problem) is None
+    assert fused_tiles.fused_tiles_attention(problem, None, None) is None
+    ours = al.flash_attention(q * 1e200, k * 1e200, v)
+    theirs = al.flash_attention(q * 1e200, k * 1e200, v, tile_kernel="ops")
+    torch.testing.assert_close(ours, theirs, equal_nan=True, **FLOAT64)
