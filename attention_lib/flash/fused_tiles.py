@@ -45,6 +45,7 @@ Importing this module imports torch.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import torch
@@ -52,7 +53,9 @@ from torch.autograd.function import once_differentiable
 
 from ..backend import namespace, prod
 from ..inputs import AttentionProblem
+from . import workers
 from .tiles import all_finite, first_row, key_blocks, query_blocks
+from .torch_tiled import PARALLEL_MIN_SCORES
 
 __all__ = [
     "FUSED_BLOCK_K",
@@ -162,11 +165,11 @@ def fused_tiles(
 
     The tiles of `key_blocks` (causal: blocks `below_diagonal_width` wide
     below a row block's diagonal, unmasked, then ``block_k`` wide from its
-    first row), each with the rows that see any
-    of its keys (`first_row`). A tile from the row block's first row on is
-    masked by the kernel's top-left causal mask, which is then aligned: its
-    first row and first key are the same position. A row block's first tile
-    starts at key 0 and covers all its rows.
+    first row), each with the rows that see any of its keys (`first_row`).
+    A tile from the row block's first row on is masked by the kernel's
+    top-left causal mask, which is then aligned: its first row and first
+    key are the same position. A row block's first tile starts at key 0 and
+    covers all its rows.
     """
     below = below_diagonal_width(block_k) if is_causal else None
     return [
@@ -195,22 +198,56 @@ def _rows(x: torch.Tensor, span: tuple[int, int]) -> torch.Tensor:
     return x[:, :, span[0] : span[1]]
 
 
+def _row_blocks(tiles: list[Tile]) -> list[list[Tile]]:
+    """``tiles`` cut into row blocks (consecutive tiles ending at the same row)."""
+    return [list(block) for _, block in itertools.groupby(tiles, key=lambda t: t[0][1])]
+
+
+def _head_groups(size: int, length_q: int, length_k: int) -> list[tuple[int, int]]:
+    """The heads [n0, n1) of each work item: one head each on `workers`' threads, or all of
+    them in one item (a small problem, or fewer heads than threads: the kernel's own threads)."""
+    threads = workers.thread_count()
+    if threads > 1 and size >= threads and size * length_q * length_k >= PARALLEL_MIN_SCORES:
+        return [(n, n + 1) for n in range(size)]
+    return [(0, size)]
+
+
+def _heads(x: torch.Tensor, heads: tuple[int, int]) -> torch.Tensor:
+    return x[:, heads[0] : heads[1]]  # (1, n1 - n0, ...), a view
+
+
 @torch.no_grad()
 def _forward(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, tiles: list[Tile], scale: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """out (1, N, L, Ev) and lse (1, N, L) from query (1, N, L, E), key and value (1, N, S, E)."""
+    """out (1, N, L, Ev) and lse (1, N, L) from query (1, N, L, E), key and value (1, N, S, E).
+
+    Work items are (heads, row block), the longest row blocks first, on
+    `workers`' threads (each item's calls single-threaded): a thread that
+    another process slows delays only its own items, where the kernel's own
+    threads would all wait for it at the end of every call (issue 22).
+    """
     kernel = getattr(torch.ops.aten, _FORWARD)
     out = value.new_empty((*query.shape[:-1], value.shape[-1]))  # (1, N, L, Ev)
     lse = query.new_empty(query.shape[:-1])  # (1, N, L)
-    for rows, cols, causal in tiles:
-        q, k, v = _rows(query, rows), _rows(key, cols), _rows(value, cols)  # (1, N, bq|bk, E)
-        out_t, lse_t = kernel(q, k, v, 0.0, causal, scale=scale)  # (1, N, bq, Ev), (1, N, bq)
-        if cols[0] == 0:  # a row block's first tile: all its rows, nothing to merge with
-            _rows(out, rows).copy_(out_t)
-            _rows(lse, rows).copy_(lse_t)
-        else:
-            merge(_rows(out, rows), _rows(lse, rows), out_t, lse_t)
+    groups = _head_groups(query.shape[1], query.shape[2], key.shape[2])
+    blocks = sorted(_row_blocks(tiles), key=lambda block: -sum(t[1][1] - t[1][0] for t in block))
+    items = [(heads, block) for heads in groups for block in blocks]
+
+    def item(work: tuple[tuple[int, int], list[Tile]], scratch: dict[str, Any]) -> None:
+        heads, block = work
+        q_h, k_h, v_h = (_heads(x, heads) for x in (query, key, value))  # (1, h, n, E)
+        out_h, lse_h = _heads(out, heads), _heads(lse, heads)
+        for rows, cols, causal in block:
+            q, k, v = _rows(q_h, rows), _rows(k_h, cols), _rows(v_h, cols)  # (1, h, bq|bk, E)
+            out_t, lse_t = kernel(q, k, v, 0.0, causal, scale=scale)  # (1, h, bq, Ev), (1, h, bq)
+            if cols[0] == 0:  # a row block's first tile: all its rows, nothing to merge with
+                _rows(out_h, rows).copy_(out_t)
+                _rows(lse_h, rows).copy_(lse_t)
+            else:
+                merge(_rows(out_h, rows), _rows(lse_h, rows), out_t, lse_t)
+
+    workers.run(item, items, len(groups))
     return out, lse
 
 
@@ -218,18 +255,31 @@ def _forward(
 def _backward(
     saved: tuple[torch.Tensor, ...], grad_out: torch.Tensor, tiles: list[Tile], scale: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dquery, dkey, dvalue (each as its (1, N, n, E) input): every tile's share, summed."""
+    """dquery, dkey, dvalue (each as its (1, N, n, E) input): every tile's share, summed.
+
+    One work item per head (every tile of it), so that no two threads add
+    into the same rows of dK and dV.
+    """
     kernel = getattr(torch.ops.aten, _BACKWARD)
     query, key, value, out, lse = saved
     grads = [torch.zeros_like(x) for x in (query, key, value)]  # accumulated tile by tile
+    groups = _head_groups(query.shape[1], query.shape[2], key.shape[2])
+
+    def item(heads: tuple[int, int], scratch: dict[str, Any]) -> None:
+        query_h, grad_h, out_h, lse_h, key_h, value_h = (
+            _heads(x, heads) for x in (query, grad_out, out, lse, key, value)
+        )
+        dquery, dkey, dvalue = (_heads(g, heads) for g in grads)
+        for rows, cols, causal in tiles:
+            q, d_out, o, l_rows = (_rows(x, rows) for x in (query_h, grad_h, out_h, lse_h))
+            k, v = _rows(key_h, cols), _rows(value_h, cols)  # (1, h, bk, E)
+            dq, dk, dv = kernel(d_out, q, k, v, o, l_rows, 0.0, causal, scale=scale)
+            _rows(dquery, rows).add_(dq)  # (1, h, bq, E): this tile's share of dQ
+            _rows(dkey, cols).add_(dk)  # (1, h, bk, E)
+            _rows(dvalue, cols).add_(dv)  # (1, h, bk, Ev)
+
+    workers.run(item, groups, len(groups))
     dquery, dkey, dvalue = grads
-    for rows, cols, causal in tiles:
-        q, d_out, o, l_rows = (_rows(x, rows) for x in (query, grad_out, out, lse))
-        k, v = _rows(key, cols), _rows(value, cols)  # (1, N, bk, E)
-        dq, dk, dv = kernel(d_out, q, k, v, o, l_rows, 0.0, causal, scale=scale)
-        _rows(dquery, rows).add_(dq)  # (1, N, bq, E): this tile's share of dQ
-        _rows(dkey, cols).add_(dk)  # (1, N, bk, E)
-        _rows(dvalue, cols).add_(dv)  # (1, N, bk, Ev)
     return dquery, dkey, dvalue
 
 
