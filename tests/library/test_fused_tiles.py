@@ -255,3 +255,25 @@ def test_scores_that_overflow_run_on_the_torch_operations(monkeypatch):
     ours = al.flash_attention(q * 1e200, k * 1e200, v)
     theirs = al.flash_attention(q * 1e200, k * 1e200, v, tile_kernel="ops")
     torch.testing.assert_close(ours, theirs, equal_nan=True, **FLOAT64)
+
+
+def test_the_workers_threads_give_the_serial_result(monkeypatch):
+    """Work items (head, row block) forward and one head backward on two threads: the result
+    of one item holding every head, to float64 rounding, causal and not."""
+    from attention_lib.flash import workers
+
+    inputs = leaves((2, 3), 50, 40, 8)
+    upstream = make((2, 3, 50, 8), "torch", seed=7)
+
+    def run(causal):
+        out = fused(*inputs, is_causal=causal, block_q=16, block_k=12)
+        return (out, *torch.autograd.grad(out, inputs, upstream))
+
+    for causal in (False, True):
+        serial = run(causal)
+        with monkeypatch.context() as patch:
+            patch.setattr(fused_tiles, "PARALLEL_MIN_SCORES", 0)
+            patch.setattr(workers, "thread_count", lambda: 2)
+            assert len(fused_tiles._head_groups(6, 50, 40)) == 6  # one item per head
+            for got, want in zip(run(causal), serial, strict=True):
+                torch.testing.assert_close(got, want, **FLOAT64)
