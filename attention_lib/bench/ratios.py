@@ -67,6 +67,7 @@ __all__ = [
     "measure_ratios",
     "memory_case",
     "run_ratios",
+    "tiles_of",
 ]
 
 BATCH_HEADS = 8

@@ -80,8 +80,9 @@ __all__ = [
     "merge",
 ]
 
-# Tile sizes measured on a 2-core x86-64 CPU against SDPA in the same run (L = 2048 and
-# 4096, E = 64 and 128, forward and forward + backward, float32, two torch threads): every
+# Tile sizes measured on a 2-core x86-64 CPU (AMD EPYC) against SDPA in the same run (L =
+# 2048 and 4096, E = 64 and 128, forward and forward + backward, float32, every call on the
+# kernel's own two threads, before the calls moved to the workers' threads): every
 # tile after a row block's first costs one merge, a pass over its rows' output, so key
 # blocks are wide (2048 x 1024: 0.91-1.01 of SDPA; 2048 x 512: 0.89-1.02). Causal, one
 # tile per row block crosses the diagonal and the kernel masks it and skips its own
