@@ -122,7 +122,9 @@ def flash_attention(
         call of PyTorch's fused CPU kernel, which returns the tile's output
         and log-sum-exp; the tiles, the causal skipping and the online
         softmax that merges them are ours. CPU tensors, float32 or
-        float64, E = Ev, no mask, no broadcast batch, finite inputs.
+        float64, E = Ev, no mask, no broadcast batch, finite inputs. On a
+        large problem its calls run on the same threads as ``"ops"``
+        below, one head and one block of query rows at a time.
       - ``"ops"`` (`attention_lib.flash.torch_tiled`): each tile as torch
         operations, in place; any call, on any device. On a large
         problem its work items run on as many threads as
