@@ -22,7 +22,9 @@ frame reaching the page, and the page decoding and painting it.
 Prints p50 and p95 per control against the targets (p95 under 100 ms in the
 browser, under 60 ms for the whole kernel callback, frame included) and
 writes them, with the command and the machine, to
-``benchmarks/results/latency-<machine>.json``.
+``benchmarks/results/latency-<machine>.json``, by default named after the
+processor (`cpu_slug`, e.g. ``latency-amd-epyc-2cpu.json``): latency is a
+property of the machine, so each processor model keeps its own file.
 
 Latency on a shared machine says little, so the record also says what the
 machine was and how busy: its CPU model and count, the load average before
@@ -51,7 +53,7 @@ from pathlib import Path
 import numpy as np
 
 import labdriver  # the browser driver (labdriver/): one way to start and drive the lab
-from attention_lib.bench.machine import MachineLoad, busy_warnings, cpu_model
+from attention_lib.bench.machine import MachineLoad, busy_warnings, cpu_model, cpu_slug
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -350,7 +352,12 @@ def main(argv: list[str] | None = None) -> int:
     # so one slow move decides it; of 20 it is the second slowest (and 5% of the way on)
     parser.add_argument("--moves", type=int, default=20, help="browser moves per control")
     parser.add_argument("--rounds", type=int, default=2, help="kernel passes over each control")
-    parser.add_argument("--machine", default=platform.node() or "unknown")
+    parser.add_argument(
+        "--machine",
+        default=cpu_slug(),
+        help="the results file's name, latency-<machine>.json (default: the processor, "
+        f"{cpu_slug()}: one file per model)",
+    )
     args = parser.parse_args(argv)
     reason = labdriver.chromium_missing()
     if reason:

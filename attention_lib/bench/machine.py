@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import re
 import sys
 import threading
 import time
@@ -52,6 +53,7 @@ __all__ = [
     "busy_warnings",
     "command_line",
     "cpu_model",
+    "cpu_slug",
     "gpu_info",
     "gpu_machine_name",
     "machine_info",
@@ -74,6 +76,19 @@ def cpu_model() -> str:
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine() or "unknown"
+
+
+def cpu_slug(model: str | None = None, cpus: int | None = None) -> str:
+    """The processor as a file name: its model (`cpu_model` unless given) without trade
+    marks, clock or the words "processor" and "CPU", and the CPU count (default this
+    machine's), e.g. ``amd-epyc-2cpu``, ``intel-xeon-2cpu``.
+
+    Slider latency depends on the processor, so its results are kept one file per model.
+    """
+    name = (cpu_model() if model is None else model).lower()
+    name = re.sub(r"\((r|tm)\)|@.*$|\b(processor|cpu)\b", " ", name)
+    slug = re.sub(r"[^a-z0-9]+", "-", name).strip("-") or "unknown"
+    return f"{slug}-{os.cpu_count() if cpus is None else cpus}cpu"
 
 
 def busy_warning() -> str | None:

@@ -129,10 +129,20 @@ class AlternativesExplorer(Explorer):
         axes = fig.subplots(2, 4, sharex=True, sharey=True)
         self.axes = dict(zip(PANELS, axes.ravel(), strict=True))
         self.images = {}
+        # Meshes, not images: each move redraws all eight, and an image is resampled to its
+        # axes' pixels on every draw (1.1 ms a panel on the 2-core course machine against
+        # 0.3 for a mesh of the same cells). Cell (i, j) is centred on (j, i), row 0 on top.
         for name, ax in self.axes.items():
-            self.images[name] = ax.imshow(
-                np.zeros((queries, keys)), vmin=0, vmax=1, cmap="viridis", aspect="auto"
+            self.images[name] = ax.pcolormesh(
+                np.arange(keys + 1) - 0.5,
+                np.arange(queries + 1) - 0.5,
+                np.zeros((queries, keys)),
+                vmin=0,
+                vmax=1,
+                cmap="viridis",
             )
+            ax.set_xlim(-0.5, keys - 0.5)
+            ax.set_ylim(queries - 0.5, -0.5)  # the first query at the top, as a matrix reads
             ax.set_xticks(range(0, keys, 3))
             ax.set_yticks(range(queries))
         for ax in axes[1]:
@@ -221,6 +231,6 @@ class AlternativesExplorer(Explorer):
     def update(self) -> None:
         weights = self.weights()
         for name, w in weights.items():
-            self.images[name].set_data(w)
+            self.images[name].set_array(w)
             self.axes[name].title.set_text(self._title(name, w))
         self.suptitle.set_text(headline(self.width.value, self.multiplier.value, weights))

@@ -163,3 +163,22 @@ def test_stage_medians_skip_moves_without_stamps_and_the_report_prints_them():
     lines = latency.report(results)
     (line,) = (x for x in lines if "to screen" in x and "block_q" in x)
     assert "to kernel    5.0  in kernel   45.0  to page   20.0  to screen   25.0" in line
+
+
+@pytest.mark.parametrize(
+    ("model", "cpus", "slug"),
+    [
+        ("AMD EPYC", 2, "amd-epyc-2cpu"),
+        ("Intel(R) Xeon(R) Processor", 2, "intel-xeon-2cpu"),
+        ("Intel(R) Core(TM) i7-1185G7 @ 3.00GHz", 8, "intel-core-i7-1185g7-8cpu"),
+        ("AMD Ryzen 7 PRO 7840U", 16, "amd-ryzen-7-pro-7840u-16cpu"),
+        ("", 4, "unknown-4cpu"),
+    ],
+)
+def test_results_are_named_after_the_processor(model, cpus, slug):
+    assert latency.cpu_slug(model, cpus) == slug
+
+
+def test_the_default_file_is_this_machines_processor():
+    assert latency.cpu_slug().endswith(f"-{latency.os.cpu_count()}cpu")
+    assert latency.cpu_slug() == latency.cpu_slug(latency.cpu_model())

@@ -1,4 +1,4 @@
-"""The frames ipympl sends: ours (zlib level 1) against matplotlib's own, decoded.
+"""The frames ipympl sends: ours (unfiltered, zlib level 1) against matplotlib's own, decoded.
 
 Runs ipympl's canvas in-process (no browser, no kernel): its messages to the
 page are collected instead of sent.
@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import base64
 import io
+import struct
+import zlib
 
 import matplotlib
 import numpy as np
 import pytest
 from PIL import Image
 
-from attention_lib.explorers.frames import ZLIB_LEVEL, diff_image
+from attention_lib.explorers.frames import PNG_SIGNATURE, ZLIB_LEVEL, diff_image, encode_png
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -68,6 +70,39 @@ def test_frames_match_matplotlibs_own_full_and_diff(ipympl_canvas):
         assert diff_image(canvas) is None, "nothing new drawn, nothing to send"
         canvas.line.set_ydata([1, 0, 1])
         matplotlib.backends.backend_agg.FigureCanvasAgg.draw(canvas)
+
+
+def _png_chunks(png: bytes) -> dict[bytes, bytes]:
+    """A PNG's chunks by type (each type once), after checking the signature and every CRC."""
+    assert png[:8] == PNG_SIGNATURE
+    chunks, at = {}, 8
+    while at < len(png):
+        (length,) = struct.unpack(">I", png[at : at + 4])
+        kind, data = png[at + 4 : at + 8], png[at + 8 : at + 8 + length]
+        (crc,) = struct.unpack(">I", png[at + 8 + length : at + 12 + length])
+        assert crc == zlib.crc32(kind + data), kind
+        chunks[kind] = data
+        at += 12 + length
+    return chunks
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (37, 64)])
+def test_encode_png_is_unfiltered_rgba_at_the_fast_level(shape):
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, (*shape, 4), dtype=np.uint8)  # (H, W, 4)
+    packed = pixels.view(np.uint32).squeeze(2)  # (H, W): webagg's buffers
+    png = encode_png(packed)
+    assert encode_png(pixels) == png, "packed or (H, W, 4): the same PNG"
+    np.testing.assert_array_equal(decode(png), pixels)
+    chunks = _png_chunks(png)
+    assert list(chunks) == [b"IHDR", b"IDAT", b"IEND"] and chunks[b"IEND"] == b""
+    width, height, depth, colour, *_ = struct.unpack(">IIBBBBB", chunks[b"IHDR"])
+    assert (height, width, depth, colour) == (*shape, 8, 6)  # 8 bits per channel, RGBA
+    rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), np.uint8).reshape(shape[0], -1)
+    assert not rows[:, 0].any(), "filter type 0 (none) on every row"
+    assert chunks[b"IDAT"][:2] == zlib.compress(b"", ZLIB_LEVEL)[:2], "zlib header: level 1"
+    # a view that is not contiguous (one column of many) encodes as its own pixels
+    np.testing.assert_array_equal(decode(encode_png(packed[:, ::2])), pixels[:, ::2])
 
 
 def test_a_diff_frame_holds_only_the_changed_pixels(ipympl_canvas):
