@@ -27,7 +27,8 @@ reset: $(STAMP)
 
 # Slider latency in a real browser and in the kernel (p50/p95 per slider, and where each
 # move's time goes: to the kernel, in it, to the page, to the screen); writes
-# benchmarks/results/latency-<machine>.json with the CPU model and the machine's load.
+# benchmarks/results/latency-<machine>.json (one per processor model: <machine> defaults
+# to it, e.g. amd-epyc-2cpu) with the CPU model and the machine's load.
 # Needs Debian's chromium. Exit status 3: measured, but the machine was busy (it says why).
 bench-latency: $(STAMP)
 	$(BIN)/python benchmarks/latency.py
