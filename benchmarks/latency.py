@@ -1,6 +1,8 @@
 """Slider latency, as a learner feels it and as the kernel spends it (a benchmark, not a test).
 
-For every control under every explorer figure in every numbered notebook:
+For every control under every explorer figure in every numbered notebook
+(one disabled at first, the multiplier c outside the custom rule, is enabled
+first by choosing its box's other options, as a learner would):
 
 - browser: the time from the key press (or click) on the control to the first
   redraw of its figure in Chromium (``drawImage`` on the ipympl canvas), both
@@ -131,11 +133,23 @@ def _latency_in_kernel(rounds):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         explorers = [o for o in gc.get_objects() if isinstance(o, Explorer)]
+    def enable(e, c):
+        # a control disabled at the start (the multiplier c outside the custom rule): the
+        # options of the explorer's other choice controls, in turn, until it is enabled
+        for other in e.controls:
+            if other is c or not hasattr(other, "_options_values"):
+                continue
+            for v in list(other._options_values):
+                if c.disabled:
+                    other.value = v
+
     results = []
     for e in explorers:
         names = {id(v): k for k, v in vars(e).items()}
         entries = []
         for c in e.controls:
+            if c.disabled:
+                enable(e, c)
             values, original = values_of(c), c.value
             callback, update = [], []
             for _ in range(rounds):
@@ -210,6 +224,7 @@ def browser_moves(
     latencies: list[float] = []
     page_times: list[dict[str, float | None]] = []
     direction = "ArrowRight"
+    enable(page, box, j)
     page.scroll_to(page.controls()[box][j])
     page.page.wait_for_timeout(READ_MS)
     for _ in range(moves):
@@ -232,6 +247,22 @@ def browser_moves(
             page_times.append(move.page_times)
     stamps = json.loads(page.execute("_latency_stamps_take()").splitlines()[-1])
     return latencies, [move_stages(t, stamps["received"], stamps["sent"]) for t in page_times]
+
+
+def enable(page: labdriver.NotebookPage, box: int, j: int) -> bool:
+    """Choose the options of figure box ``box``'s toggles and dropdowns, in turn, until its
+    control ``j`` is enabled, as a learner would (02's and 04's multiplier c moves only under
+    the custom scale rule); whether it is."""
+    for i in range(len(page.controls()[box])):
+        if not page.controls()[box][j]["disabled"]:
+            return True
+        other = page.controls()[box][i]
+        if i == j or other["kind"] not in ("toggle", "dropdown") or other["disabled"]:
+            continue
+        for k, option in enumerate(other["options"]):
+            if k != other["active"] and page.controls()[box][j]["disabled"]:
+                page.move(other, option)
+    return not page.controls()[box][j]["disabled"]
 
 
 def stage_medians(stages: list[dict[str, float] | None]) -> dict[str, float | None]:

@@ -182,3 +182,35 @@ def test_results_are_named_after_the_processor(model, cpus, slug):
 def test_the_default_file_is_this_machines_processor():
     assert latency.cpu_slug().endswith(f"-{latency.os.cpu_count()}cpu")
     assert latency.cpu_slug() == latency.cpu_slug(latency.cpu_model())
+
+
+class _FakePage:
+    """Two controls in one box: a scale rule (toggle) and c, enabled only under "custom"."""
+
+    def __init__(self):
+        self.rule = 1
+        self.moves = []
+
+    def controls(self):
+        options = ["none", "1/√d", "1/d", "custom c"]
+        rule = {"kind": "toggle", "options": options, "active": self.rule, "disabled": False}
+        c = {"kind": "slider", "disabled": options[self.rule] != "custom c"}
+        return [[rule, c]]
+
+    def move(self, control, action):
+        self.moves.append(action)
+        self.rule = control["options"].index(action)
+
+
+def test_a_disabled_control_is_enabled_by_its_boxs_options_before_its_moves():
+    page = _FakePage()
+    assert latency.enable(page, 0, 1)
+    assert page.moves == ["none", "1/d", "custom c"], "the active option skipped; stops at c"
+    assert latency.enable(page, 0, 1) and len(page.moves) == 3, "already enabled: no move"
+    assert latency.enable(page, 0, 0) and len(page.moves) == 3
+
+
+def test_a_control_no_option_enables_is_reported():
+    page = _FakePage()
+    page.controls = lambda: [[{"kind": "slider", "disabled": True}]]
+    assert not latency.enable(page, 0, 0) and page.moves == []
