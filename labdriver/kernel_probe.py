@@ -43,6 +43,7 @@ def _browser_test_probe(inputs_by_class, full=True):
     import math
 
     import numpy as np
+    from matplotlib.collections import QuadMesh
     from matplotlib.patches import Rectangle
 
     from attention_lib.explorers.base import Explorer
@@ -60,6 +61,9 @@ def _browser_test_probe(inputs_by_class, full=True):
             return repr(x)
         return x
 
+    def grids(ax):  # colour-mapped grids of cells: images, and meshes (06's panels)
+        return [*ax.images, *(c for c in ax.collections if isinstance(c, QuadMesh))]
+
     def figure(fig):
         sup = fig._suptitle.get_text() if fig._suptitle is not None else ""
         return {
@@ -72,7 +76,7 @@ def _browser_test_probe(inputs_by_class, full=True):
                     "heights": [p.get_height() for p in ax.patches if isinstance(p, Rectangle)],
                     "widths": [p.get_width() for p in ax.patches if isinstance(p, Rectangle)],
                     "lines": [np.asarray(line.get_ydata(), dtype=float) for line in ax.lines],
-                    "images": [np.asarray(im.get_array(), dtype=float) for im in ax.images],
+                    "images": [np.asarray(im.get_array(), dtype=float) for im in grids(ax)],
                 }
                 for ax in fig.axes
             ],
