@@ -13,8 +13,8 @@ Two things make it fast here (`encode_png`):
   frame is flat colours and, in diff mode, mostly transparent black, which
   deflate packs as well unfiltered: on 04's 840 x 520 figure a diff frame
   took 3.1 ms against Pillow's 5.9 at the same level (24 kB either way), a
-  full frame 4.1 against 13.2 ms (72 kB against 74; /tmp timings of
-  2026-12-02, AMD EPYC, 2 cores).
+  full frame 4.9 against 13.2 ms (72 kB against 74), on the 2-core course
+  machine (an AMD EPYC, 2026-12-02).
 
 A PNG is a signature and three chunks (header, the deflated rows, end), so
 the encoder is a few lines of the standard library; Pillow decodes it in
