@@ -8,7 +8,8 @@ backward), our torch tiled path (`attention_lib.flash_attention`,
 `attention_lib.flash.fused_tiles`), the same path on the torch operations'
 tile kernel (``tile_kernel="ops"``, `attention_lib.flash.torch_tiled`) and
 ``torch.nn.functional.scaled_dot_product_attention`` are timed alternately,
-``rounds`` times each, B = 1, H = 8, float32, and each ratio is ours / SDPA's
+``rounds`` times each, each call after a short rest (`QUIET_S`: the threads
+of the call before have gone to sleep), B = 1, H = 8, float32, and each ratio is ours / SDPA's
 throughput from the medians. The whole table is
 measured twice in one run: on the machine as it is ("idle"), then with one
 other busy process that this module starts and stops itself (a Python loop
@@ -58,6 +59,7 @@ from .machine import HostPeak, MachineLoad, MiB, machine_info
 
 __all__ = [
     "BATCH_HEADS",
+    "QUIET_S",
     "RatioCase",
     "busy_process",
     "default_cases",
@@ -154,23 +156,38 @@ def tiles_of(case: RatioCase) -> dict[str, Any]:
     block_q, block_k = module.default_blocks(case.causal)
     below = module.below_diagonal_width(block_k) if case.causal else None
     fraction = score_fraction(case.length, case.length, block_q, block_k, case.causal, below)
+    backward = min(block_k, fused_tiles.FUSED_BACKWARD_BLOCK_K) if kernel == "fused" else block_k
     return {
         "tile_kernel": kernel,
         "block_q": block_q,
         "block_k": block_k,
         "block_k_below": below,
+        "block_k_backward": backward,
         "score_fraction": fraction,
     }
 
 
-def _alternate(fns: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list[float]]:
-    """Seconds per call of each function, timed in turn (the order flips every round)."""
+#: seconds of rest before each timed call. After a parallel region torch's OpenMP threads
+#: (and numpy's BLAS threads) spin for a while before they sleep: libgomp's default
+#: GOMP_SPINCOUNT, 300 000 pauses, measured 7-8 ms on a 2-core AMD EPYC. A call timed while
+#: they spin shares the cores with them; at L = 2048 that charged 8 ms of SDPA's spin to the
+#: forward pass timed after it (a tenth of it). Resting first, every call starts as a
+#: learner's single call would, on a quiet machine.
+QUIET_S = 0.05
+
+
+def _alternate(
+    fns: dict[str, Callable[[], Any]], rounds: int, quiet_s: float = QUIET_S
+) -> dict[str, list[float]]:
+    """Seconds per call of each function, timed in turn (the order flips every round), each
+    after ``quiet_s`` of rest (`QUIET_S`)."""
     names = list(fns)
     for fn in fns.values():  # warm-up: thread pools, allocator, caches
         fn()
     times: dict[str, list[float]] = {name: [] for name in names}
     for index in range(rounds):
         for name in names if index % 2 == 0 else names[::-1]:
+            time.sleep(quiet_s)
             start = time.perf_counter()
             fns[name]()
             times[name].append(time.perf_counter() - start)
@@ -330,10 +347,14 @@ def run_ratios(
 
 def _tiles(row: dict[str, Any]) -> str:
     """A case's tile kernel and tiles: block_q x block_k, and causal, /the width of the blocks
-    below the diagonal (`attention_lib.flash.tiles.key_blocks`)."""
+    below the diagonal (`attention_lib.flash.tiles.key_blocks`); forward + backward, b and
+    the backward's widest key block where it is narrower
+    (`attention_lib.flash.fused_tiles.backward_tiles`)."""
     below = row.get("block_k_below")
     kernel = row.get("tile_kernel", "ops")  # files written before the fused tiles: ops
-    return f"{kernel} {row['block_q']}x{row['block_k']}" + (f"/{below}" if below else "")
+    text = f"{kernel} {row['block_q']}x{row['block_k']}" + (f"/{below}" if below else "")
+    backward = row.get("block_k_backward", row["block_k"])  # absent in files written before
+    return text + (f" b{backward}" if row["backward"] and backward != row["block_k"] else "")
 
 
 def _ops(row: dict[str, Any]) -> str:
@@ -358,7 +379,7 @@ def format_ratios(result: dict[str, Any]) -> str:
         + " ".join(f"{x:.2f}" for x in load)
         + (" (this run's own sweep just before)" if own else ""),
         *_others_share(machine_load),
-        f"{'L':>6} {'E':>4}  {'pass':<27} {'tiles':>15} {'scores':>6}  "
+        f"{'L':>6} {'E':>4}  {'pass':<27} {'tiles':>21} {'scores':>6}  "
         f"{'idle: ours':>10} {'SDPA':>6} {'ratio':>5} {'ops':>5}  "
         f"{'loaded: ours':>12} {'SDPA':>6} {'ratio':>5} {'ops':>5}  {'kept':>5}",
     ]
@@ -368,7 +389,7 @@ def format_ratios(result: dict[str, Any]) -> str:
         key = (r["length"], r["width"], r["causal"], r["backward"])
         line = (
             f"{r['length']:>6} {r['width']:>4}  {RatioCase(*key).label:<27} "
-            f"{_tiles(r):>15} {r['score_fraction']:>6.3f}  "
+            f"{_tiles(r):>21} {r['score_fraction']:>6.3f}  "
             f"{r['ours_gflops']:>10.0f} {r['sdpa_gflops']:>6.0f} {r['ratio']:>5.2f} "
             f"{_ops(r)}"
         )
@@ -381,7 +402,9 @@ def format_ratios(result: dict[str, Any]) -> str:
         lines.append(line)
     lines.append(
         "(GFLOP/s; tiles: the tile kernel our path ran, block_q x block_k, causal /the key "
-        "blocks' width below the diagonal; scores: the fraction of L x S its tiles cover; "
+        "blocks' width below the diagonal, b the backward's widest key block; scores: the "
+        "fraction of L x S its tiles cover (inside a diagonal tile the kernel skips its own "
+        "blocks above the diagonal); "
         "ops: the ratio on tile_kernel='ops'; kept: loaded ratio / idle ratio)"
     )
     for m in result["memory"]:

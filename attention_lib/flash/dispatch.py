@@ -146,11 +146,12 @@ def flash_attention(
 
     ``block_q`` and ``block_k`` are the tile sizes: any positive integers,
     also ones that do not divide L or S, or None for the path's own choice
-    (numpy 256 x 512; torch fused tiles 2048 x 1024 and causal 1024 x 1024;
+    (numpy 256 x 512; torch fused tiles 2048 x 2048 and causal 2048 x 2048;
     torch operations 2048 x 512 and causal 2048 x 256; Triton from its
     tile table). Causal, the torch path takes the keys wholly below a row
-    block's diagonal in blocks at least 1024 (fused tiles) or 512 (torch
-    operations) wide; block_k is the width of those that cross it. The
+    block's diagonal in blocks at least 2048 (fused tiles) or 512 (torch
+    operations) wide; block_k is the width of those that cross it. The fused
+    tiles' backward pass takes keys in blocks at most 1024 wide. The
     Triton kernels take powers of two from 16 to 256, for every kernel:
     block_q query rows by block_k keys.
 

@@ -31,7 +31,9 @@ everything between the tiles:
   kernel's backward on one tile gives exactly that tile's share of dQ and
   the tile's dK and dV (FlashAttention-2, arXiv:2307.08691, algorithm 2:
   P = exp(S - lse), D = rowsum(dO * O), both from whole rows); the shares
-  are summed;
+  are summed. Its key blocks are at most `FUSED_BACKWARD_BLOCK_K` wide
+  (`backward_tiles`): the kernel's backward holds buffers that grow with a
+  tile's keys;
 - **the threads**: on a large problem the calls run on
   `attention_lib.flash.workers`' threads, each call single-threaded, work
   items (one head, one row block) handed to whichever thread is free. On
@@ -65,12 +67,14 @@ from .tiles import all_finite, first_row, key_blocks, query_blocks
 from .torch_tiled import PARALLEL_MIN_SCORES
 
 __all__ = [
+    "FUSED_BACKWARD_BLOCK_K",
     "FUSED_BLOCK_K",
     "FUSED_BLOCK_Q",
     "FUSED_CAUSAL_BLOCK",
     "FusedTilesFunction",
     "NotFinite",
     "Tile",
+    "backward_tiles",
     "below_diagonal_width",
     "default_blocks",
     "eligible",
@@ -80,17 +84,20 @@ __all__ = [
     "merge",
 ]
 
-# Tile sizes measured on a 2-core x86-64 CPU (AMD EPYC) against SDPA in the same run (L =
-# 2048 and 4096, E = 64 and 128, forward and forward + backward, float32, every call on the
-# kernel's own two threads, before the calls moved to the workers' threads): every
-# tile after a row block's first costs one merge, a pass over its rows' output, so key
-# blocks are wide (2048 x 1024: 0.91-1.01 of SDPA; 2048 x 512: 0.89-1.02). Causal, one
-# tile per row block crosses the diagonal and the kernel masks it and skips its own
-# blocks above it: 1024 x 1024 (0.93-1.01) beat 2048 x 256 with 512-wide blocks below the
-# diagonal (0.85-1.01) and 512 x 512 (0.71-0.91), whose many narrow tiles each cost a merge.
+# Tile sizes measured on a 2-core x86-64 CPU (AMD EPYC) against SDPA in the same run, every
+# call single-threaded on the workers' threads (L = 2048 and 4096, E = 64 and 128, forward
+# and forward + backward, float32, timed alternately, medians of 9): every tile after a
+# row block's first costs one merge, a pass over its rows' output, and the kernel inside a
+# tile already works in blocks of a few hundred keys that stay in cache, so wide tiles cost
+# nothing in memory and save the merges.
+# 2048 x 2048 gave 0.90-1.03 of SDPA, 2048 x 1024 0.87-1.04. Causal, the kernel skips its
+# own blocks above the diagonal inside the one masked tile of a row block, so wider causal
+# tiles skip as much: 2048 x 2048 gave 0.90-0.99, 1024 x 1024 0.81-0.97 (one more merge per
+# row block, and the same kernel blocks computed).
 FUSED_BLOCK_Q = 2048
-FUSED_BLOCK_K = 1024
-FUSED_CAUSAL_BLOCK = 1024
+FUSED_BLOCK_K = 2048
+FUSED_CAUSAL_BLOCK = 2048
+FUSED_BACKWARD_BLOCK_K = 1024  # the backward's widest key block (`backward_tiles`)
 
 _FORWARD = "_scaled_dot_product_flash_attention_for_cpu"
 _BACKWARD = "_scaled_dot_product_flash_attention_for_cpu_backward"
@@ -169,7 +176,8 @@ def eligible(problem: AttentionProblem) -> str | None:
 def fused_tiles(
     length_q: int, length_k: int, block_q: int, block_k: int, is_causal: bool
 ) -> list[Tile]:
-    """Every tile the fused path calls the kernel on, row blocks outer, keys in order.
+    """Every tile the fused path's forward pass calls the kernel on, row blocks outer, keys in
+    order.
 
     The tiles of `key_blocks` (causal: blocks `below_diagonal_width` wide
     below a row block's diagonal, unmasked, then ``block_k`` wide from its
@@ -179,11 +187,34 @@ def fused_tiles(
     key are the same position. A row block's first tile starts at key 0 and
     covers all its rows.
     """
-    below = below_diagonal_width(block_k) if is_causal else None
+    return _tiles(length_q, length_k, block_q, block_k, is_causal, below_diagonal_width(block_k))
+
+
+def backward_tiles(
+    length_q: int, length_k: int, block_q: int, block_k: int, is_causal: bool
+) -> list[Tile]:
+    """The tiles of the backward pass: `fused_tiles`' rows, keys in blocks at most
+    `FUSED_BACKWARD_BLOCK_K` wide, below the diagonal too.
+
+    Any tiling gives the same gradients (each tile's share is exact, with
+    the whole rows' output and lse), and the kernel's backward holds buffers
+    that grow with a tile's keys: at L = 16384, E = 128 (forward + backward,
+    2 threads), 2048-wide key blocks took the peak to 62-65 MiB beyond
+    inputs and outputs, 1024-wide ones to 46, in the same time (ratios to
+    SDPA 0.93-1.01 against 0.96-1.04 at L = 2048 and 4096, within the noise).
+    """
+    width = min(block_k, FUSED_BACKWARD_BLOCK_K)
+    below = min(below_diagonal_width(block_k), FUSED_BACKWARD_BLOCK_K)
+    return _tiles(length_q, length_k, block_q, width, is_causal, below)
+
+
+def _tiles(
+    length_q: int, length_k: int, block_q: int, block_k: int, is_causal: bool, below: int
+) -> list[Tile]:
     return [
         ((first_row(rows, cols, is_causal), rows[1]), cols, is_causal and cols[0] >= rows[0])
         for rows in query_blocks(length_q, block_q)
-        for cols in key_blocks(rows, length_k, block_k, is_causal, below)
+        for cols in key_blocks(rows, length_k, block_k, is_causal, below if is_causal else None)
     ]
 
 
@@ -234,6 +265,12 @@ def _forward(
     `workers`' threads (each item's calls single-threaded): a thread that
     another process slows delays only its own items, where the kernel's own
     threads would all wait for it at the end of every call (issue 22).
+    Raises `NotFinite` when an input or the output is not finite. The
+    checks run in the items, not on torch's threads before and after them:
+    after a parallel operation torch's OpenMP threads spin for several
+    milliseconds (libgomp's ``GOMP_SPINCOUNT``), and on a 2-core machine a
+    spinning thread takes a core from the workers (at L = 2048 the checks
+    on the caller's threads cost about a tenth of the forward pass).
     """
     kernel = getattr(torch.ops.aten, _FORWARD)
     out = value.new_empty((*query.shape[:-1], value.shape[-1]))  # (1, N, L, Ev)
@@ -246,6 +283,9 @@ def _forward(
         heads, block = work
         q_h, k_h, v_h = (_heads(x, heads) for x in (query, key, value))  # (1, h, n, E)
         out_h, lse_h = _heads(out, heads), _heads(lse, heads)
+        block_rows = block[0][0]  # the first tile starts at key 0 and holds all the block's rows
+        if not all_finite(_XP, _rows(q_h, block_rows), k_h, v_h):  # every item: all keys
+            raise NotFinite
         for rows, cols, causal in block:
             q, k, v = _rows(q_h, rows), _rows(k_h, cols), _rows(v_h, cols)  # (1, h, bq|bk, E)
             out_t, lse_t = kernel(q, k, v, 0.0, causal, scale=scale)  # (1, h, bq, Ev), (1, h, bq)
@@ -254,6 +294,8 @@ def _forward(
                 _rows(lse_h, rows).copy_(lse_t)
             else:
                 merge(_rows(out_h, rows), _rows(lse_h, rows), out_t, lse_t)
+        if not all_finite(_XP, _rows(out_h, block_rows)):  # scores so large that exp overflows
+            raise NotFinite
 
     workers.run(item, items, len(groups))
     return out, lse
@@ -266,18 +308,20 @@ def _backward(
     """dquery, dkey, dvalue (each as its (1, N, n, E) input): every tile's share, summed.
 
     One work item per head (every tile of it), so that no two threads add
-    into the same rows of dK and dV.
+    into the same rows of dK and dV. Each item zeroes its own heads'
+    gradients (on torch's threads, the fill would leave them spinning while
+    the items run; `_forward`).
     """
     kernel = getattr(torch.ops.aten, _BACKWARD)
     query, key, value, out, lse = saved
-    grads = [torch.zeros_like(x) for x in (query, key, value)]  # accumulated tile by tile
+    grads = [torch.empty_like(x) for x in (query, key, value)]  # zeroed by the items
     groups = _head_groups(query.shape[1], query.shape[2], key.shape[2])
 
     def item(heads: tuple[int, int], scratch: dict[str, Any]) -> None:
         query_h, grad_h, out_h, lse_h, key_h, value_h = (
             _heads(x, heads) for x in (query, grad_out, out, lse, key, value)
         )
-        dquery, dkey, dvalue = (_heads(g, heads) for g in grads)
+        dquery, dkey, dvalue = (_heads(g, heads).zero_() for g in grads)  # summed tile by tile
         for rows, cols, causal in tiles:
             q, d_out, o, l_rows = (_rows(x, rows) for x in (query_h, grad_h, out_h, lse_h))
             k, v = _rows(key_h, cols), _rows(value_h, cols)  # (1, h, bk, E)
@@ -294,10 +338,12 @@ def _backward(
 class FusedTilesFunction(torch.autograd.Function):
     """Attention on (1, N, n, E) views, tile by tile on the fused kernel, with its backward.
 
-    ``apply(query, key, value, tiles, scale)``: query (1, N, L, E), key and
-    value (1, N, S, E), ``tiles`` from `fused_tiles`. Returns out (1, N, L,
+    ``apply(query, key, value, tiles, back, scale)``: query (1, N, L, E), key
+    and value (1, N, S, E), ``tiles`` from `fused_tiles` for the forward
+    pass, ``back`` from `backward_tiles` for the backward. Returns out (1, N, L,
     E). Saves the inputs, the output and one number per row (lse), never
-    the (L, S) weights. Raises `NotFinite` when the output is not finite.
+    the (L, S) weights. Raises `NotFinite` when an input or the output is
+    not finite.
     Not twice differentiable.
     """
 
@@ -308,20 +354,19 @@ class FusedTilesFunction(torch.autograd.Function):
         key: torch.Tensor,
         value: torch.Tensor,
         tiles: list[Tile],
+        back: list[Tile],
         scale: float,
     ) -> torch.Tensor:
         out, lse = _forward(query, key, value, tiles, scale)
-        if not all_finite(_XP, out):
-            raise NotFinite
         ctx.save_for_backward(query, key, value, out, lse)
-        ctx.tiles, ctx.scale = tiles, scale
+        ctx.tiles, ctx.scale = back, scale
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
         grads = _backward(ctx.saved_tensors, grad_out, ctx.tiles, ctx.scale)
-        return (*grads, None, None)
+        return (*grads, None, None, None)
 
 
 def fused_tiles_attention(
@@ -336,19 +381,17 @@ def fused_tiles_attention(
     and value.
     """
     inputs = [_merged(x, problem.batch) for x in (problem.query, problem.key, problem.value)]
-    if not all_finite(_XP, *(x.detach() for x in inputs if x is not None)):
-        return None
     default_q, default_k = default_blocks(problem.is_causal)
     length_q, length_k = problem.query.shape[-2], problem.key.shape[-2]
-    tiles = fused_tiles(
-        length_q,
-        length_k,
+    blocks = (
         default_q if block_q is None else block_q,
         default_k if block_k is None else block_k,
         problem.is_causal,
     )
+    tiles = fused_tiles(length_q, length_k, *blocks)
+    back = backward_tiles(length_q, length_k, *blocks)
     try:
-        out = FusedTilesFunction.apply(*inputs, tiles, problem.scale)  # (1, N, L, E)
+        out = FusedTilesFunction.apply(*inputs, tiles, back, problem.scale)  # (1, N, L, E)
     except NotFinite:
         return None
     return out.view(problem.shape)  # (*batch, L, E)

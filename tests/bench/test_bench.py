@@ -12,6 +12,7 @@ from attention_lib.bench import cli, cpu, ratios
 from attention_lib.bench.floor import OPERATIONS, format_floor, format_threads_and_processes
 from attention_lib.bench.machine import MachineLoad, busy_warnings
 from attention_lib.fits import fit_exponent
+from attention_lib.flash import fused_tiles
 
 
 def test_flops_follow_flashattentions_count():
@@ -146,6 +147,21 @@ def test_ratios_are_measured_idle_and_loaded_side_by_side():
     assert torch.get_num_threads() == threads  # the one-thread timing gave the count back
 
 
+def test_every_timed_call_starts_after_a_rest(monkeypatch):
+    """The threads of the call before spin for milliseconds after it (libgomp): each timed call
+    waits QUIET_S first, outside its timing, in the alternating order."""
+    events = []
+    monkeypatch.setattr(ratios.time, "sleep", lambda s: events.append(("rest", s)))
+    fns = {name: (lambda name=name: events.append(("call", name))) for name in ("a", "b")}
+    times = ratios._alternate(fns, rounds=3)
+    assert events[:2] == [("call", "a"), ("call", "b")]  # the warm-up
+    rest = ("rest", ratios.QUIET_S)
+    order = ["a", "b", "b", "a", "a", "b"]
+    assert events[2:] == [e for name in order for e in (rest, ("call", name))]
+    assert {name: len(t) for name, t in times.items()} == {"a": 3, "b": 3}
+    assert ratios.QUIET_S >= 0.02  # longer than libgomp's default spin (7-8 ms measured)
+
+
 def test_the_floor_table_prints_each_operation_and_both_ratios():
     ops = {"scores": 1.0, "exp2": 0.3, "weights x values": 0.95}
     row = {"length": 2048, "width": 64, "block_q": 2048, "block_k": 512, "threads": 1}
@@ -180,6 +196,18 @@ def test_the_ratio_table_warns_first_and_last_when_the_machine_was_busy():
     assert case_line.split().count("0.30") == 2  # tile_kernel='ops', idle and loaded
     del result["machine_load"]  # a file written before the load was kept
     assert not ratios.format_ratios(result).startswith("WARNING")
+
+
+def test_the_tiles_column_names_the_backwards_narrower_key_blocks():
+    row = {"tile_kernel": "fused", "block_q": 2048, "block_k": 2048, "block_k_below": 2048}
+    row |= {"block_k_backward": 1024, "backward": True}
+    assert ratios._tiles(row) == "fused 2048x2048/2048 b1024"
+    assert ratios._tiles(row | {"backward": False}) == "fused 2048x2048/2048"
+    assert ratios._tiles(row | {"block_k_backward": 2048}) == "fused 2048x2048/2048"
+    old = {"block_q": 2048, "block_k": 512, "block_k_below": None, "backward": True}
+    assert ratios._tiles(old) == "ops 2048x512"  # a file written before either was kept
+    case = ratios.RatioCase(4096, 64, True, True)
+    assert ratios.tiles_of(case)["block_k_backward"] == fused_tiles.FUSED_BACKWARD_BLOCK_K
 
 
 def test_the_threads_and_processes_table_prints_both_ratios():

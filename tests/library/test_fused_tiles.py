@@ -57,14 +57,17 @@ def test_a_tile_crossing_the_diagonal_leaves_out_the_rows_above_its_first_key():
     assert tiles == [((0, 6), (0, 2), True), ((2, 6), (2, 4), True), ((4, 6), (4, 6), True)]
 
 
-@pytest.mark.parametrize("shape", [(10, 10, 4, 4), (9, 5, 2, 3), (5, 12, 3, 2), (7, 7, 7, 7)])
+@pytest.mark.parametrize(
+    "shape", [(10, 10, 4, 4), (9, 5, 2, 3), (5, 12, 3, 2), (7, 7, 7, 7), (2500, 2300, 2048, 2048)]
+)
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("tiles_of", [fused_tiles.fused_tiles, fused_tiles.backward_tiles])
 def test_the_tiles_cover_every_visible_score_once_and_only_the_diagonal_tiles_are_masked(
-    shape, causal
+    shape, causal, tiles_of
 ):
     length_q, length_k = shape[:2]
-    seen = np.zeros((length_q, length_k), int)
-    for (r0, r1), (c0, c1), masked in fused_tiles.fused_tiles(*shape, causal):
+    seen = np.zeros((length_q, length_k), np.int8)
+    for (r0, r1), (c0, c1), masked in tiles_of(*shape, causal):
         rows, cols = np.arange(r0, r1)[:, None], np.arange(c0, c1)[None, :]
         visible = cols <= rows if causal else np.ones((r1 - r0, c1 - c0), bool)
         if masked:  # the kernel's top-left mask, aligned: first row and first key coincide
@@ -77,15 +80,31 @@ def test_the_tiles_cover_every_visible_score_once_and_only_the_diagonal_tiles_ar
     assert np.array_equal(seen, (cols <= rows) if causal else np.ones_like(seen))
 
 
-def test_the_default_causal_tiles_compute_three_quarters_of_the_scores_at_2048():
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_backward_takes_keys_in_blocks_at_most_1024_wide(causal):
+    """Its memory grows with a tile's keys; the rows are the forward's."""
+    block_q, block_k = fused_tiles.default_blocks(causal)
+    forward = fused_tiles.fused_tiles(4096, 4096, block_q, block_k, causal)
+    backward = fused_tiles.backward_tiles(4096, 4096, block_q, block_k, causal)
+    assert fused_tiles.FUSED_BACKWARD_BLOCK_K == 1024
+    assert max(c1 - c0 for _, (c0, c1), _ in forward) == 2048
+    assert max(c1 - c0 for _, (c0, c1), _ in backward) == 1024
+    assert {rows[1] for rows, *_ in backward} == {rows[1] for rows, *_ in forward}
+    narrow = fused_tiles.backward_tiles(10, 10, 4, 4, causal)  # narrower asked: as asked
+    assert narrow == fused_tiles.fused_tiles(10, 10, 4, 4, causal)
+
+
+def test_the_default_causal_tiles_compute_three_quarters_of_the_scores_at_4096():
     """Row block 1 of 2 computes its unmasked tile and its diagonal tile: 3/4 of L x S by
     tiles (the kernel also skips its own blocks above the diagonal inside the masked tiles)."""
     block_q, block_k = fused_tiles.default_blocks(True)
-    tiles = fused_tiles.fused_tiles(2048, 2048, block_q, block_k, True)
+    assert block_q == block_k == 2048
+    tiles = fused_tiles.fused_tiles(4096, 4096, block_q, block_k, True)
     area = sum((r1 - r0) * (c1 - c0) for (r0, r1), (c0, c1), _ in tiles)
-    assert area / 2048**2 == 0.75
+    assert area / 4096**2 == 0.75
+    assert [masked for *_, masked in tiles] == [True, False, True]
     below = fused_tiles.below_diagonal_width(block_k)
-    assert score_fraction(2048, 2048, block_q, block_k, True, below) == 0.75
+    assert score_fraction(4096, 4096, block_q, block_k, True, below) == 0.75
 
 
 # ---------------------------------------------------------------- the merge
@@ -232,17 +251,17 @@ def test_an_unknown_tile_kernel_lists_the_valid_ones():
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf], ids=["nan", "inf"])
-def test_a_non_finite_value_above_the_diagonal_is_never_read(monkeypatch, bad):
+def test_a_non_finite_value_above_the_diagonal_is_never_read(bad):
     """The kernel would multiply its weight 0 by it (NaN); the fused tiles hand the call to the
     torch operations, which never read a masked key (`attention_lib.flash.tiles`)."""
-    calls = _spy(monkeypatch)
     q, k, v = leaves((2,), 6, 6, 4)
     bad_v = v.detach().clone()
     bad_v[:, 4] = bad
+    problem = materialise(check(q, k, bad_v, None, True, None, False))
+    assert fused_tiles.fused_tiles_attention(problem, 2, 2) is None  # refused, not computed
     out = fused(q, k, bad_v.requires_grad_(), is_causal=True, block_q=2, block_k=2)
     want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     torch.testing.assert_close(out[:, :4], want[:, :4], **FLOAT64)  # rows before key 4
-    assert calls == []
 
 
 def test_scores_that_overflow_run_on_the_torch_operations(monkeypatch):
@@ -277,3 +296,56 @@ def test_the_workers_threads_give_the_serial_result(monkeypatch):
             assert len(fused_tiles._head_groups(6, 50, 40)) == 6  # one item per head
             for got, want in zip(run(causal), serial, strict=True):
                 torch.testing.assert_close(got, want, **FLOAT64)
+
+
+def _on_workers(patch):
+    from attention_lib.flash import workers
+
+    patch.setattr(fused_tiles, "PARALLEL_MIN_SCORES", 0)
+    patch.setattr(workers, "thread_count", lambda: 2)
+
+
+@pytest.mark.parametrize("where", ["query", "key", "value"])
+def test_a_non_finite_input_in_one_head_on_the_workers_runs_on_the_torch_operations(
+    monkeypatch, where
+):
+    """The items check their own heads' inputs: a NaN in the last head's last row block
+    (query) or last key still sends the whole call to the torch operations."""
+    inputs = [x.detach().clone() for x in leaves((2, 3), 50, 40, 8)]
+    position = {"query": (1, 2, 49, 0), "key": (1, 2, 39, 3), "value": (1, 2, 39, 5)}[where]
+    inputs[["query", "key", "value"].index(where)][position] = math.nan
+    problem = materialise(check(*inputs, None, False, None, False))
+    with monkeypatch.context() as patch:
+        _on_workers(patch)
+        assert len(fused_tiles._head_groups(6, 50, 40)) == 6
+        assert fused_tiles.fused_tiles_attention(problem, 16, 12) is None
+        ours = al.flash_attention(*inputs, block_q=16, block_k=12)
+    theirs = al.flash_attention(*inputs, block_q=16, block_k=12, tile_kernel="ops")
+    torch.testing.assert_close(ours, theirs, equal_nan=True, **FLOAT64)
+
+
+def test_on_the_workers_the_callers_thread_runs_no_parallel_operation(monkeypatch):
+    """The finite checks and the gradients' zeros run in the items: an operation on torch's
+    own threads before the items would leave them spinning (libgomp) while the items run.
+    The same call as one item, on the caller's thread, shows the profiler sees them there."""
+    from torch.profiler import profile
+
+    inputs = leaves((2, 3), 50, 40, 8)
+    upstream = make((2, 3, 50, 8), "torch", seed=7)
+    passes = {"aten::sum", "aten::isfinite", "aten::zero_", "aten::zeros_like", "aten::fill_"}
+
+    def on_caller() -> set[str]:
+        fused(*inputs, block_q=16, block_k=12)  # any threads start, outside the profile
+        with profile() as prof:
+            out = fused(*inputs, block_q=16, block_k=12)
+            torch.autograd.grad(out, inputs, upstream)
+        events = prof.events()
+        caller = next(e.thread for e in events if e.name == "FusedTilesFunction")
+        return {e.name for e in events if e.thread == caller}
+
+    assert {"aten::sum", "aten::zero_"} <= on_caller()  # one item: the checks run here
+    with monkeypatch.context() as patch:
+        _on_workers(patch)
+        seen = on_caller()
+    assert not seen & passes, sorted(seen & passes)
+    assert not any("flash_attention_for_cpu" in name for name in seen)  # the items ran elsewhere
