@@ -156,13 +156,11 @@ def tiles_of(case: RatioCase) -> dict[str, Any]:
     block_q, block_k = module.default_blocks(case.causal)
     below = module.below_diagonal_width(block_k) if case.causal else None
     fraction = score_fraction(case.length, case.length, block_q, block_k, case.causal, below)
-    backward = min(block_k, fused_tiles.FUSED_BACKWARD_BLOCK_K) if kernel == "fused" else block_k
     return {
         "tile_kernel": kernel,
         "block_q": block_q,
         "block_k": block_k,
         "block_k_below": below,
-        "block_k_backward": backward,
         "score_fraction": fraction,
     }
 
@@ -347,14 +345,10 @@ def run_ratios(
 
 def _tiles(row: dict[str, Any]) -> str:
     """A case's tile kernel and tiles: block_q x block_k, and causal, /the width of the blocks
-    below the diagonal (`attention_lib.flash.tiles.key_blocks`); forward + backward, b and
-    the backward's widest key block where it is narrower
-    (`attention_lib.flash.fused_tiles.backward_tiles`)."""
+    below the diagonal (`attention_lib.flash.tiles.key_blocks`)."""
     below = row.get("block_k_below")
     kernel = row.get("tile_kernel", "ops")  # files written before the fused tiles: ops
-    text = f"{kernel} {row['block_q']}x{row['block_k']}" + (f"/{below}" if below else "")
-    backward = row.get("block_k_backward", row["block_k"])  # absent in files written before
-    return text + (f" b{backward}" if row["backward"] and backward != row["block_k"] else "")
+    return f"{kernel} {row['block_q']}x{row['block_k']}" + (f"/{below}" if below else "")
 
 
 def _ops(row: dict[str, Any]) -> str:
@@ -379,7 +373,7 @@ def format_ratios(result: dict[str, Any]) -> str:
         + " ".join(f"{x:.2f}" for x in load)
         + (" (this run's own sweep just before)" if own else ""),
         *_others_share(machine_load),
-        f"{'L':>6} {'E':>4}  {'pass':<27} {'tiles':>21} {'scores':>6}  "
+        f"{'L':>6} {'E':>4}  {'pass':<27} {'tiles':>20} {'scores':>6}  "
         f"{'idle: ours':>10} {'SDPA':>6} {'ratio':>5} {'ops':>5}  "
         f"{'loaded: ours':>12} {'SDPA':>6} {'ratio':>5} {'ops':>5}  {'kept':>5}",
     ]
@@ -389,7 +383,7 @@ def format_ratios(result: dict[str, Any]) -> str:
         key = (r["length"], r["width"], r["causal"], r["backward"])
         line = (
             f"{r['length']:>6} {r['width']:>4}  {RatioCase(*key).label:<27} "
-            f"{_tiles(r):>21} {r['score_fraction']:>6.3f}  "
+            f"{_tiles(r):>20} {r['score_fraction']:>6.3f}  "
             f"{r['ours_gflops']:>10.0f} {r['sdpa_gflops']:>6.0f} {r['ratio']:>5.2f} "
             f"{_ops(r)}"
         )
@@ -402,9 +396,8 @@ def format_ratios(result: dict[str, Any]) -> str:
         lines.append(line)
     lines.append(
         "(GFLOP/s; tiles: the tile kernel our path ran, block_q x block_k, causal /the key "
-        "blocks' width below the diagonal, b the backward's widest key block; scores: the "
-        "fraction of L x S its tiles cover (inside a diagonal tile the kernel skips its own "
-        "blocks above the diagonal); "
+        "blocks' width below the diagonal; scores: the fraction of L x S its tiles cover "
+        "(inside a diagonal tile the kernel skips its own blocks above the diagonal); "
         "ops: the ratio on tile_kernel='ops'; kept: loaded ratio / idle ratio)"
     )
     for m in result["memory"]:

@@ -150,8 +150,7 @@ def flash_attention(
     torch operations 2048 x 512 and causal 2048 x 256; Triton from its
     tile table). Causal, the torch path takes the keys wholly below a row
     block's diagonal in blocks at least 2048 (fused tiles) or 512 (torch
-    operations) wide; block_k is the width of those that cross it. The fused
-    tiles' backward pass takes keys in blocks at most 1024 wide. The
+    operations) wide; block_k is the width of those that cross it. The
     Triton kernels take powers of two from 16 to 256, for every kernel:
     block_q query rows by block_k keys.
 

@@ -31,9 +31,7 @@ everything between the tiles:
   kernel's backward on one tile gives exactly that tile's share of dQ and
   the tile's dK and dV (FlashAttention-2, arXiv:2307.08691, algorithm 2:
   P = exp(S - lse), D = rowsum(dO * O), both from whole rows); the shares
-  are summed. Its key blocks are at most `FUSED_BACKWARD_BLOCK_K` wide
-  (`backward_tiles`): the kernel's backward holds buffers that grow with a
-  tile's keys;
+  are summed;
 - **the threads**: on a large problem the calls run on
   `attention_lib.flash.workers`' threads, each call single-threaded, work
   items (one head, one row block) handed to whichever thread is free. On
@@ -67,14 +65,12 @@ from .tiles import all_finite, first_row, key_blocks, query_blocks
 from .torch_tiled import PARALLEL_MIN_SCORES
 
 __all__ = [
-    "FUSED_BACKWARD_BLOCK_K",
     "FUSED_BLOCK_K",
     "FUSED_BLOCK_Q",
     "FUSED_CAUSAL_BLOCK",
     "FusedTilesFunction",
     "NotFinite",
     "Tile",
-    "backward_tiles",
     "below_diagonal_width",
     "default_blocks",
     "eligible",
@@ -84,20 +80,18 @@ __all__ = [
     "merge",
 ]
 
-# Tile sizes measured on a 2-core x86-64 CPU (AMD EPYC) against SDPA in the same run, every
-# call single-threaded on the workers' threads (L = 2048 and 4096, E = 64 and 128, forward
-# and forward + backward, float32, timed alternately, medians of 9): every tile after a
-# row block's first costs one merge, a pass over its rows' output, and the kernel inside a
-# tile already works in blocks of a few hundred keys that stay in cache, so wide tiles cost
-# nothing in memory and save the merges.
-# 2048 x 2048 gave 0.90-1.03 of SDPA, 2048 x 1024 0.87-1.04. Causal, the kernel skips its
-# own blocks above the diagonal inside the one masked tile of a row block, so wider causal
-# tiles skip as much: 2048 x 2048 gave 0.90-0.99, 1024 x 1024 0.81-0.97 (one more merge per
-# row block, and the same kernel blocks computed).
+# Tile sizes measured on a 2-core x86-64 CPU (AMD EPYC) against SDPA in the same run, the
+# calls single-threaded on the workers' two threads (L = 2048 and 4096, E = 64 and 128,
+# forward and forward + backward, float32, timed alternately, medians of 9): every tile
+# after a row block's first costs one merge, a pass over its rows' output, and the kernel
+# inside a tile already works in blocks of a few hundred keys that stay in cache, so wide
+# tiles save the merges. 2048 x 2048 gave 0.96-1.06
+# of SDPA, 2048 x 1024 0.90-1.07. Causal, the kernel skips its own blocks above the
+# diagonal inside the one masked tile of a row block, so wider causal tiles skip as much:
+# 2048 x 2048 gave 0.92-1.06, 1024 x 1024 0.86-1.02 (one more merge per row block).
 FUSED_BLOCK_Q = 2048
 FUSED_BLOCK_K = 2048
 FUSED_CAUSAL_BLOCK = 2048
-FUSED_BACKWARD_BLOCK_K = 1024  # the backward's widest key block (`backward_tiles`)
 
 _FORWARD = "_scaled_dot_product_flash_attention_for_cpu"
 _BACKWARD = "_scaled_dot_product_flash_attention_for_cpu_backward"
@@ -176,8 +170,7 @@ def eligible(problem: AttentionProblem) -> str | None:
 def fused_tiles(
     length_q: int, length_k: int, block_q: int, block_k: int, is_causal: bool
 ) -> list[Tile]:
-    """Every tile the fused path's forward pass calls the kernel on, row blocks outer, keys in
-    order.
+    """Every tile the fused path calls the kernel on, row blocks outer, keys in order.
 
     The tiles of `key_blocks` (causal: blocks `below_diagonal_width` wide
     below a row block's diagonal, unmasked, then ``block_k`` wide from its
@@ -187,34 +180,11 @@ def fused_tiles(
     key are the same position. A row block's first tile starts at key 0 and
     covers all its rows.
     """
-    return _tiles(length_q, length_k, block_q, block_k, is_causal, below_diagonal_width(block_k))
-
-
-def backward_tiles(
-    length_q: int, length_k: int, block_q: int, block_k: int, is_causal: bool
-) -> list[Tile]:
-    """The tiles of the backward pass: `fused_tiles`' rows, keys in blocks at most
-    `FUSED_BACKWARD_BLOCK_K` wide, below the diagonal too.
-
-    Any tiling gives the same gradients (each tile's share is exact, with
-    the whole rows' output and lse), and the kernel's backward holds buffers
-    that grow with a tile's keys: at L = 16384, E = 128 (forward + backward,
-    2 threads), 2048-wide key blocks took the peak to 62-65 MiB beyond
-    inputs and outputs, 1024-wide ones to 46, in the same time (ratios to
-    SDPA 0.93-1.01 against 0.96-1.04 at L = 2048 and 4096, within the noise).
-    """
-    width = min(block_k, FUSED_BACKWARD_BLOCK_K)
-    below = min(below_diagonal_width(block_k), FUSED_BACKWARD_BLOCK_K)
-    return _tiles(length_q, length_k, block_q, width, is_causal, below)
-
-
-def _tiles(
-    length_q: int, length_k: int, block_q: int, block_k: int, is_causal: bool, below: int
-) -> list[Tile]:
+    below = below_diagonal_width(block_k) if is_causal else None
     return [
         ((first_row(rows, cols, is_causal), rows[1]), cols, is_causal and cols[0] >= rows[0])
         for rows in query_blocks(length_q, block_q)
-        for cols in key_blocks(rows, length_k, block_k, is_causal, below if is_causal else None)
+        for cols in key_blocks(rows, length_k, block_k, is_causal, below)
     ]
 
 
@@ -249,6 +219,15 @@ def _head_groups(size: int, length_q: int, length_k: int) -> list[tuple[int, int
     if threads > 1 and size >= threads and size * length_q * length_k >= PARALLEL_MIN_SCORES:
         return [(n, n + 1) for n in range(size)]
     return [(0, size)]
+
+
+def _threads(groups: list[tuple[int, int]]) -> int:
+    """How many threads run the work items: torch's count on `workers`' threads, or 1 for one
+    group of every head (the items then run on the caller's thread, the kernel on torch's
+    own threads). Never one thread per head: eight single-threaded threads on two cores
+    take turns, each evicting the others' blocks from the cache (forward, L = 2048, E = 64
+    and 128, causal: 0.82-0.89 of SDPA on eight threads, 0.92-0.96 on two)."""
+    return workers.thread_count() if len(groups) > 1 else 1
 
 
 def _heads(x: torch.Tensor, heads: tuple[int, int]) -> torch.Tensor:
@@ -297,7 +276,7 @@ def _forward(
         if not all_finite(_XP, _rows(out_h, block_rows)):  # scores so large that exp overflows
             raise NotFinite
 
-    workers.run(item, items, len(groups))
+    workers.run(item, items, _threads(groups))
     return out, lse
 
 
@@ -330,7 +309,7 @@ def _backward(
             _rows(dkey, cols).add_(dk)  # (1, h, bk, E)
             _rows(dvalue, cols).add_(dv)  # (1, h, bk, Ev)
 
-    workers.run(item, groups, len(groups))
+    workers.run(item, groups, _threads(groups))
     dquery, dkey, dvalue = grads
     return dquery, dkey, dvalue
 
@@ -338,9 +317,8 @@ def _backward(
 class FusedTilesFunction(torch.autograd.Function):
     """Attention on (1, N, n, E) views, tile by tile on the fused kernel, with its backward.
 
-    ``apply(query, key, value, tiles, back, scale)``: query (1, N, L, E), key
-    and value (1, N, S, E), ``tiles`` from `fused_tiles` for the forward
-    pass, ``back`` from `backward_tiles` for the backward. Returns out (1, N, L,
+    ``apply(query, key, value, tiles, scale)``: query (1, N, L, E), key and
+    value (1, N, S, E), ``tiles`` from `fused_tiles`. Returns out (1, N, L,
     E). Saves the inputs, the output and one number per row (lse), never
     the (L, S) weights. Raises `NotFinite` when an input or the output is
     not finite.
@@ -354,19 +332,18 @@ class FusedTilesFunction(torch.autograd.Function):
         key: torch.Tensor,
         value: torch.Tensor,
         tiles: list[Tile],
-        back: list[Tile],
         scale: float,
     ) -> torch.Tensor:
         out, lse = _forward(query, key, value, tiles, scale)
         ctx.save_for_backward(query, key, value, out, lse)
-        ctx.tiles, ctx.scale = back, scale
+        ctx.tiles, ctx.scale = tiles, scale
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
         grads = _backward(ctx.saved_tensors, grad_out, ctx.tiles, ctx.scale)
-        return (*grads, None, None, None)
+        return (*grads, None, None)
 
 
 def fused_tiles_attention(
@@ -383,15 +360,15 @@ def fused_tiles_attention(
     inputs = [_merged(x, problem.batch) for x in (problem.query, problem.key, problem.value)]
     default_q, default_k = default_blocks(problem.is_causal)
     length_q, length_k = problem.query.shape[-2], problem.key.shape[-2]
-    blocks = (
+    tiles = fused_tiles(
+        length_q,
+        length_k,
         default_q if block_q is None else block_q,
         default_k if block_k is None else block_k,
         problem.is_causal,
     )
-    tiles = fused_tiles(length_q, length_k, *blocks)
-    back = backward_tiles(length_q, length_k, *blocks)
     try:
-        out = FusedTilesFunction.apply(*inputs, tiles, back, problem.scale)  # (1, N, L, E)
+        out = FusedTilesFunction.apply(*inputs, tiles, problem.scale)  # (1, N, L, E)
     except NotFinite:
         return None
     return out.view(problem.shape)  # (*batch, L, E)

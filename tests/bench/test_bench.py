@@ -12,7 +12,6 @@ from attention_lib.bench import cli, cpu, ratios
 from attention_lib.bench.floor import OPERATIONS, format_floor, format_threads_and_processes
 from attention_lib.bench.machine import MachineLoad, busy_warnings
 from attention_lib.fits import fit_exponent
-from attention_lib.flash import fused_tiles
 
 
 def test_flops_follow_flashattentions_count():
@@ -196,18 +195,6 @@ def test_the_ratio_table_warns_first_and_last_when_the_machine_was_busy():
     assert case_line.split().count("0.30") == 2  # tile_kernel='ops', idle and loaded
     del result["machine_load"]  # a file written before the load was kept
     assert not ratios.format_ratios(result).startswith("WARNING")
-
-
-def test_the_tiles_column_names_the_backwards_narrower_key_blocks():
-    row = {"tile_kernel": "fused", "block_q": 2048, "block_k": 2048, "block_k_below": 2048}
-    row |= {"block_k_backward": 1024, "backward": True}
-    assert ratios._tiles(row) == "fused 2048x2048/2048 b1024"
-    assert ratios._tiles(row | {"backward": False}) == "fused 2048x2048/2048"
-    assert ratios._tiles(row | {"block_k_backward": 2048}) == "fused 2048x2048/2048"
-    old = {"block_q": 2048, "block_k": 512, "block_k_below": None, "backward": True}
-    assert ratios._tiles(old) == "ops 2048x512"  # a file written before either was kept
-    case = ratios.RatioCase(4096, 64, True, True)
-    assert ratios.tiles_of(case)["block_k_backward"] == fused_tiles.FUSED_BACKWARD_BLOCK_K
 
 
 def test_the_threads_and_processes_table_prints_both_ratios():

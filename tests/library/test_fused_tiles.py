@@ -61,13 +61,12 @@ def test_a_tile_crossing_the_diagonal_leaves_out_the_rows_above_its_first_key():
     "shape", [(10, 10, 4, 4), (9, 5, 2, 3), (5, 12, 3, 2), (7, 7, 7, 7), (2500, 2300, 2048, 2048)]
 )
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("tiles_of", [fused_tiles.fused_tiles, fused_tiles.backward_tiles])
 def test_the_tiles_cover_every_visible_score_once_and_only_the_diagonal_tiles_are_masked(
-    shape, causal, tiles_of
+    shape, causal
 ):
     length_q, length_k = shape[:2]
     seen = np.zeros((length_q, length_k), np.int8)
-    for (r0, r1), (c0, c1), masked in tiles_of(*shape, causal):
+    for (r0, r1), (c0, c1), masked in fused_tiles.fused_tiles(*shape, causal):
         rows, cols = np.arange(r0, r1)[:, None], np.arange(c0, c1)[None, :]
         visible = cols <= rows if causal else np.ones((r1 - r0, c1 - c0), bool)
         if masked:  # the kernel's top-left mask, aligned: first row and first key coincide
@@ -78,20 +77,6 @@ def test_the_tiles_cover_every_visible_score_once_and_only_the_diagonal_tiles_ar
         seen[r0:r1, c0:c1] += visible
     rows, cols = np.indices((length_q, length_k))
     assert np.array_equal(seen, (cols <= rows) if causal else np.ones_like(seen))
-
-
-@pytest.mark.parametrize("causal", [False, True])
-def test_the_backward_takes_keys_in_blocks_at_most_1024_wide(causal):
-    """Its memory grows with a tile's keys; the rows are the forward's."""
-    block_q, block_k = fused_tiles.default_blocks(causal)
-    forward = fused_tiles.fused_tiles(4096, 4096, block_q, block_k, causal)
-    backward = fused_tiles.backward_tiles(4096, 4096, block_q, block_k, causal)
-    assert fused_tiles.FUSED_BACKWARD_BLOCK_K == 1024
-    assert max(c1 - c0 for _, (c0, c1), _ in forward) == 2048
-    assert max(c1 - c0 for _, (c0, c1), _ in backward) == 1024
-    assert {rows[1] for rows, *_ in backward} == {rows[1] for rows, *_ in forward}
-    narrow = fused_tiles.backward_tiles(10, 10, 4, 4, causal)  # narrower asked: as asked
-    assert narrow == fused_tiles.fused_tiles(10, 10, 4, 4, causal)
 
 
 def test_the_default_causal_tiles_compute_three_quarters_of_the_scores_at_4096():
@@ -349,3 +334,29 @@ def test_on_the_workers_the_callers_thread_runs_no_parallel_operation(monkeypatc
         seen = on_caller()
     assert not seen & passes, sorted(seen & passes)
     assert not any("flash_attention_for_cpu" in name for name in seen)  # the items ran elsewhere
+
+
+def test_the_items_run_on_as_many_threads_as_torch_has_not_one_per_head(monkeypatch):
+    """Six heads, two threads: six items forward and backward, on two threads (six threads on
+    two cores would take turns); one group of every head runs here (threads = 1)."""
+    from attention_lib.flash import workers
+
+    calls = []
+    run = workers.run
+
+    def spy(fn, items, threads):
+        items = list(items)
+        calls.append((len(items), threads))
+        return run(fn, items, threads)
+
+    monkeypatch.setattr(workers, "run", spy)
+    inputs = leaves((2, 3), 50, 40, 8)
+    out = fused(*inputs, block_q=64, block_k=64)
+    out.sum().backward()
+    assert calls == [(1, 1), (1, 1)]  # a small problem: one item of every head
+    calls.clear()
+    with monkeypatch.context() as patch:
+        _on_workers(patch)
+        out = fused(*inputs, block_q=64, block_k=64)
+        out.sum().backward()
+    assert calls == [(6, 2), (6, 2)]

@@ -182,8 +182,6 @@ def test_docstring_states_the_default_tiles():
     below = f"at least {fused_tiles.FUSED_CAUSAL_BLOCK} (fused tiles) or "
     below += f"{torch_tiled.below_diagonal_width(1)} (torch operations) wide"
     assert below in doc
-    back = f"backward pass takes keys in blocks at most {fused_tiles.FUSED_BACKWARD_BLOCK_K} wide"
-    assert back in doc
 
 
 def test_the_numpy_loop_writes_its_output_once():
