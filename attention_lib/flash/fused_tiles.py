@@ -33,12 +33,13 @@ everything between the tiles:
   P = exp(S - lse), D = rowsum(dO * O), both from whole rows); the shares
   are summed;
 - **the threads**: on a large problem the calls run on
-  `attention_lib.flash.workers`' threads, each call single-threaded, work
-  items (one head, one row block) handed to whichever thread is free. On
-  the kernel's own threads every call ends waiting for the slowest: with
-  one other busy process on a 2-core machine our path kept 0.63-0.92 of
-  its idle ratio to SDPA that way (several calls per pass, against SDPA's
-  one), and 1.4-1.5 on the workers, which give up 5-15% idle.
+  `attention_lib.flash.workers`' threads, as many as torch has, each call
+  single-threaded, work items (one head, one row block) handed to
+  whichever thread is free. On the kernel's own threads every call ends
+  waiting for the slowest: with one other busy process on a 2-core
+  machine our path kept 0.63-0.92 of its idle ratio to SDPA that way
+  (several calls per pass, against SDPA's one), and 0.90-1.28 on the
+  workers, at 0.89-1.07 of SDPA idle (`python -m attention_lib.bench`).
 
 It takes what the kernel takes and our rules agree with: CPU tensors,
 float32 or float64, E = Ev, no mask, batch dimensions that merge into one
