@@ -9,8 +9,8 @@ backward), our torch tiled path (`attention_lib.flash_attention`,
 tile kernel (``tile_kernel="ops"``, `attention_lib.flash.torch_tiled`) and
 ``torch.nn.functional.scaled_dot_product_attention`` are timed alternately,
 ``rounds`` times each, each call after a short rest (`QUIET_S`: the threads
-of the call before have gone to sleep), B = 1, H = 8, float32, and each ratio is ours / SDPA's
-throughput from the medians. The whole table is
+of the call before have gone to sleep), B = 1, H = 8, float32, and each
+ratio is ours / SDPA's throughput from the medians. The whole table is
 measured twice in one run: on the machine as it is ("idle"), then with one
 other busy process that this module starts and stops itself (a Python loop
 spinning on one core, "loaded"). Beside them:

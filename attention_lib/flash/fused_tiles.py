@@ -86,10 +86,10 @@ __all__ = [
 # forward and forward + backward, float32, timed alternately, medians of 9): every tile
 # after a row block's first costs one merge, a pass over its rows' output, and the kernel
 # inside a tile already works in blocks of a few hundred keys that stay in cache, so wide
-# tiles save the merges. 2048 x 2048 gave 0.96-1.06
-# of SDPA, 2048 x 1024 0.90-1.07. Causal, the kernel skips its own blocks above the
-# diagonal inside the one masked tile of a row block, so wider causal tiles skip as much:
-# 2048 x 2048 gave 0.92-1.06, 1024 x 1024 0.86-1.02 (one more merge per row block).
+# tiles save the merges: 2048 x 2048 gave 0.96-1.06 of SDPA, 2048 x 1024 0.90-1.07.
+# Causal, the kernel skips its own blocks above the diagonal inside the one masked tile of
+# a row block, so wider causal tiles skip as much: 2048 x 2048 gave 0.92-1.06, 1024 x 1024
+# 0.86-1.02 (one more merge per row block).
 FUSED_BLOCK_Q = 2048
 FUSED_BLOCK_K = 2048
 FUSED_CAUSAL_BLOCK = 2048

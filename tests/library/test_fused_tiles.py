@@ -35,6 +35,14 @@ def fused(*args, **kwargs):
     return al.flash_attention(*args, backend="tiled", tile_kernel="fused", **kwargs)
 
 
+def _on_workers(patch):
+    """Make every problem large enough for the workers' threads, two of them."""
+    from attention_lib.flash import workers
+
+    patch.setattr(fused_tiles, "PARALLEL_MIN_SCORES", 0)
+    patch.setattr(workers, "thread_count", lambda: 2)
+
+
 # ---------------------------------------------------------------- the tiles
 
 
@@ -264,7 +272,6 @@ def test_scores_that_overflow_run_on_the_torch_operations(monkeypatch):
 def test_the_workers_threads_give_the_serial_result(monkeypatch):
     """Work items (head, row block) forward and one head backward on two threads: the result
     of one item holding every head, to float64 rounding, causal and not."""
-    from attention_lib.flash import workers
 
     inputs = leaves((2, 3), 50, 40, 8)
     upstream = make((2, 3, 50, 8), "torch", seed=7)
@@ -276,18 +283,10 @@ def test_the_workers_threads_give_the_serial_result(monkeypatch):
     for causal in (False, True):
         serial = run(causal)
         with monkeypatch.context() as patch:
-            patch.setattr(fused_tiles, "PARALLEL_MIN_SCORES", 0)
-            patch.setattr(workers, "thread_count", lambda: 2)
+            _on_workers(patch)
             assert len(fused_tiles._head_groups(6, 50, 40)) == 6  # one item per head
             for got, want in zip(run(causal), serial, strict=True):
                 torch.testing.assert_close(got, want, **FLOAT64)
-
-
-def _on_workers(patch):
-    from attention_lib.flash import workers
-
-    patch.setattr(fused_tiles, "PARALLEL_MIN_SCORES", 0)
-    patch.setattr(workers, "thread_count", lambda: 2)
 
 
 @pytest.mark.parametrize("where", ["query", "key", "value"])
