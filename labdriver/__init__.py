@@ -54,6 +54,9 @@ from .browser import (
     launch_chromium,
 )
 from .page import (
+    CHANGE_EVENTS,
+    CLICK_HOLD_MS,
+    GRAB_MS,
     MOVE_TIMEOUT_MS,
     OPEN_TIMEOUT_MS,
     Move,
@@ -79,8 +82,11 @@ from .server import (
 from .views import frame_trace, layout, widget_outputs
 
 __all__ = [
+    "CHANGE_EVENTS",
     "CHROMIUM",
     "CHROMIUM_ARGS",
+    "CLICK_HOLD_MS",
+    "GRAB_MS",
     "INSTALL_HINT",
     "LAB_SCRIPT",
     "MOVE_TIMEOUT_MS",

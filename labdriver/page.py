@@ -27,6 +27,9 @@ from .server import LabServer
 from .sources import js, kernel_probe
 
 __all__ = [
+    "CHANGE_EVENTS",
+    "CLICK_HOLD_MS",
+    "GRAB_MS",
     "MOVE_TIMEOUT_MS",
     "OPEN_TIMEOUT_MS",
     "Move",
@@ -43,6 +46,22 @@ __all__ = [
 # frame has been seen to take several seconds.
 OPEN_TIMEOUT_MS = 240_000  # the page loads and its kernel starts
 MOVE_TIMEOUT_MS = 120_000  # a control's change reaches the kernel and its frame is painted
+
+# A learner's hand, which `NotebookPage.move` follows. A button is held this long between
+# press and release (a person's click lasts about a tenth of a second), and acts on release.
+CLICK_HOLD_MS = 100
+# A slider is grabbed (its handle clicked, which focuses it) before its first key press, and
+# the key comes at least this long after: a person's hand moves from mouse to keys. The grab
+# activates the notebook cell; JupyterLab's work for that (40-100 ms on the 2-core course
+# machine, most of it resetting every other cell's editor selection) is done by then.
+GRAB_MS = 300
+# The event that makes each kind of control's change, from which a move's latency counts.
+CHANGE_EVENTS = {
+    "slider": ["keydown"],
+    "toggle": ["click"],
+    "checkbox": ["click"],
+    "dropdown": ["input"],
+}
 
 # The page scripts (installed in every page before JupyterLab loads) and the functions the
 # page object evaluates in the page: js/*.js.
@@ -224,7 +243,11 @@ class NotebookPage:
 
         Slider actions are keys pressed on the focused handle (``"ArrowRight"``,
         ``"End"``...); a toggle's action is the text of the button to click; a
-        dropdown's the option to choose; a checkbox's ``"click"``.
+        dropdown's the option to choose; a checkbox's ``"click"``. As a learner's
+        hand does it: a handle not yet focused is grabbed first, `GRAB_MS` before
+        the key; a click holds the button `CLICK_HOLD_MS`. The latency counts from
+        the event that makes the change (`CHANGE_EVENTS`: the key press, the click
+        on release, the select's input).
 
         Before the action the kernel must be quiet (`quiet`), so no frame of an
         earlier state is still on its way to be taken for this move's. After
@@ -240,12 +263,14 @@ class NotebookPage:
         element = self._locator(control)
         if control["kind"] == "slider":
             handle = element.locator(".noUi-handle")
-            handle.focus()
+            if not handle.evaluate("(el) => el === document.activeElement"):
+                handle.focus()
+                self.page.wait_for_timeout(GRAB_MS)
             self.page.keyboard.press(action)
         elif control["kind"] == "toggle":
-            element.locator("button", has_text=action).first.click()
+            element.locator("button", has_text=action).first.click(delay=CLICK_HOLD_MS)
         elif control["kind"] == "checkbox":
-            element.locator("input").click()
+            element.locator("input").click(delay=CLICK_HOLD_MS)
         elif control["kind"] == "dropdown":
             element.locator("select").select_option(label=action)
         else:  # pragma: no cover - _JS_CONTROLS only reports the kinds above
@@ -258,7 +283,9 @@ class NotebookPage:
             state = self.page.evaluate(_JS_STATE, since)
             canvas = self.canvas(box)
             raise RedrawTimeout(_move_stuck(state, canvas, before, timeout_ms)) from error
-        times = self.page.evaluate(_JS_FIRST_DRAW_AFTER, [box, since])
+        times = self.page.evaluate(
+            _JS_FIRST_DRAW_AFTER, [box, since, CHANGE_EVENTS[control["kind"]]]
+        )
         drawn = times["input"] is not None and times["draw"] is not None
         latency = times["draw"] - times["input"] if drawn else None
         after = self.canvas(box)

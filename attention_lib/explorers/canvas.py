@@ -39,7 +39,8 @@ things about ipympl 0.10 shape this module:
   (`STILL_NOTE`).
 
 Under any other backend (Agg in the tests, the inline backend) the canvas is
-matplotlib's Agg canvas.
+matplotlib's Agg canvas. Either way it draws text from cached glyph bitmaps
+(`attention_lib.explorers.glyphs`).
 """
 
 from __future__ import annotations
@@ -51,11 +52,11 @@ from functools import cache
 from typing import Any
 
 import matplotlib
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image
 
 from .frames import encode_png
+from .glyphs import GlyphCachingCanvas
 
 __all__ = [
     "STILL_NOTE",
@@ -92,9 +93,10 @@ class ExplorerCanvasFactory:
         from ipympl.backend_nbagg import Canvas, FigureManager
         from traitlets import default
 
-        class ExplorerCanvas(Canvas):
+        class ExplorerCanvas(GlyphCachingCanvas, Canvas):
             """An ipympl canvas whose first state already holds its size, no header,
-            footer or toolbar, and the class that fits it to the cell."""
+            footer or toolbar, and the class that fits it to the cell; its text is drawn
+            from cached glyphs."""
 
             def __init__(self, figure: Figure) -> None:
                 width, height = (round(x) for x in figure.bbox.size)
@@ -139,13 +141,14 @@ class ExplorerCanvasFactory:
 
 
 def attach_canvas(fig: Figure) -> Any:
-    """Give ``fig`` its canvas: an `ExplorerCanvasFactory` canvas under ipympl, else Agg.
+    """Give ``fig`` its canvas: an `ExplorerCanvasFactory` canvas under ipympl, else Agg's
+    (with cached glyphs, `GlyphCachingCanvas`).
 
     The figure is not registered with pyplot: nothing displays it but the
     explorer, and pyplot's "more than 20 figures" count is not touched.
     """
     if not uses_ipympl():
-        return FigureCanvasAgg(fig)
+        return GlyphCachingCanvas(fig)
     canvas_class, manager_class = ExplorerCanvasFactory.classes()
     canvas = canvas_class(fig)
     manager_class(canvas, next(_numbers))  # routes the page's messages, sends the frames

@@ -2,7 +2,9 @@
 // performance.now()'s clock: every drawImage on every canvas (ipympl paints each new frame
 // with drawImage); every PNG frame that reaches the page (ipympl makes a blob URL of each
 // and loads it into an <img>), with the image it went to, so a frame still being decoded
-// can be told from one that is painted; and every key press, mouse press and input event.
+// can be told from one that is painted; and every key press, mouse press, click and input
+// event, with its type (a move's input is the event that makes its change: see
+// first_draw_after.js).
 (() => {
   const draw = CanvasRenderingContext2D.prototype.drawImage;
   CanvasRenderingContext2D.prototype.drawImage = function (...args) {
@@ -24,8 +26,8 @@
       src.set.call(this, value);
     },
   });
-  window.__inputTimes = [];
-  for (const type of ['keydown', 'mousedown', 'input']) {  // input: a <select> changed
-    document.addEventListener(type, (e) => window.__inputTimes.push(e.timeStamp), true);
+  window.__inputs = [];  // {t, type}; input: a <select> changed
+  for (const type of ['keydown', 'mousedown', 'click', 'input']) {
+    document.addEventListener(type, (e) => window.__inputs.push({t: e.timeStamp, type}), true);
   }
 })();
