@@ -59,3 +59,40 @@ def test_kernel_probe_reports_the_explorers_and_what_was_logged():
     assert full["problems"] == ["ipykernel.comm ERROR: callback raised"]
     (brief,) = short["explorers"]
     assert brief["controls"] == controls and "figure" not in brief and "inputs" not in brief
+
+
+# A page with init.js, one "figure box" as first_draw_after.js finds it, and a learner's
+# click on a button: pressed, held, released; the figure painted after the release.
+_CLICK_PAGE = """
+<div class="jp-Notebook"><div class="widget-vbox"><div class="jupyter-matplotlib">
+  <div class="jupyter-matplotlib-canvas-div"><canvas width="4" height="4"></canvas></div>
+</div></div></div>
+<button>run</button>
+"""
+
+
+def test_a_moves_input_is_the_event_that_makes_its_change(chromium):
+    page = chromium.new_page()
+    try:
+        page.set_content(_CLICK_PAGE)
+        page.add_script_tag(content=sources.js("init"))  # as the lab's pages load it first
+        since = page.evaluate("() => performance.now()")
+        page.locator("button").click(delay=labdriver.CLICK_HOLD_MS)
+        page.evaluate(
+            "() => { const img = new Image(); img.src = 'blob:frame';"  # a frame arrives...
+            " document.querySelector('canvas').getContext('2d')"
+            ".drawImage(document.createElement('canvas'), 0, 0); }"  # ...and is painted
+        )
+        inputs = page.evaluate("() => window.__inputs")
+        pressed = next(e["t"] for e in inputs if e["type"] == "mousedown")
+        released = next(e["t"] for e in inputs if e["type"] == "click")
+        assert released - pressed >= 0.9 * labdriver.CLICK_HOLD_MS  # the button was held
+        first = sources.js("first_draw_after")
+        timed = page.evaluate(first, [0, since, labdriver.CHANGE_EVENTS["toggle"]])
+        assert timed["input"] == released and timed["draw"] > released
+        assert timed["frame"] is not None
+        by_press = page.evaluate(first, [0, since, ["mousedown"]])
+        assert by_press["input"] == pressed
+        assert page.evaluate(first, [0, since, ["keydown"]])["input"] is None
+    finally:
+        page.close()
