@@ -30,7 +30,7 @@ from attention_lib.lessons.scaling import (
     dot_product_variance,
     sweep_widths,
 )
-from attention_lib.normalisers import simplex_check, softmax_jacobian
+from attention_lib.normalisers import simplex_check, softmax_jacobian, softmax_jacobian_norm
 from attention_lib.scales import scale_for
 
 # A seeded estimate may miss the theory by sampling error only: we allow 4 standard
@@ -204,6 +204,24 @@ def test_jacobian_keeps_autograd_and_device():
     assert jac.requires_grad and jac.device == s.device
     jac.sum().backward()  # differentiable end to end
     assert s.grad is not None
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_jacobian_norm_is_the_frobenius_norm_of_the_jacobian(lib, dtype):
+    # summed without the (n, n) matrix: the same numbers, to rounding, from even shares
+    # to rows where 1 - p_top rounds to zero
+    s = make((5, 7, 8), lib, dtype=dtype, seed=6)
+    for t in (0.0, 1.0, 10.0, 60.0):
+        p = softmax(s * t)  # (5, 7, 8)
+        norm = softmax_jacobian_norm(p)  # (5, 7)
+        assert norm.shape == (5, 7) and norm.dtype == p.dtype and type(norm) is type(p)
+        jac = to_numpy(softmax_jacobian(p)).astype(np.float64)  # (5, 7, 8, 8)
+        frobenius = np.sqrt((jac * jac).sum(axis=(-2, -1)))  # (5, 7)
+        # float32: a norm below 1e-22 squares past float32's smallest number, as the matrix's did
+        rel, floor = (1e-13, 0.0) if dtype == "float64" else (1e-5, 1e-20)
+        np.testing.assert_allclose(to_numpy(norm), frobenius, rtol=rel, atol=floor)
+    with pytest.raises(ValueError, match=r"softmax_jacobian_norm needs rows of shares"):
+        softmax_jacobian_norm(make((2, 5), lib))
 
 
 def test_jacobian_refuses_rows_that_are_not_shares(lib):
