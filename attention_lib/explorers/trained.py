@@ -155,7 +155,7 @@ class _KeepsBackgrounds(_RedrawsWords):
         return True
 
 
-class WhereItLooksExplorer(_RedrawsWords, Explorer):
+class WhereItLooksExplorer(_KeepsBackgrounds, Explorer):
     """Where the pronoun looks in the trained model, with a volume knob.
 
     Controls: ``sentence`` (a dropdown of the held-out showcase sentences),
@@ -163,8 +163,9 @@ class WhereItLooksExplorer(_RedrawsWords, Explorer):
     or "average": every head averaged) and ``volume`` (multiplies every
     head's scores, 0.05 to 20; 1 is the model as trained). After each update
     ``gaze`` holds the `attention_lib.model.views.Gaze` drawn and ``shares``
-    the bars' heights. A new sentence redraws the figure; the other controls
-    move only bars, arcs and text.
+    the bars' heights. A new sentence changes the words under the bars, in the
+    background (kept per sentence, `_KeepsBackgrounds`); the other controls move
+    only bars, arcs and text.
     """
 
     def __init__(self, model: str = "sqrt_d16", sentences: Sequence[str] | None = None) -> None:
@@ -267,19 +268,26 @@ class WhereItLooksExplorer(_RedrawsWords, Explorer):
             box.children = (rows, *box.children[1:])
         return self._box
 
+    def _show_words(self, sentence: str) -> None:
+        """The sentence's words under the bars, the pronoun in bold red: all a sentence
+        changes in the background."""
+        words = self._gaze(sentence, 1.0).words  # the same words at every volume
+        n = len(words)
+        for i, word in enumerate(self.words):
+            word.set_text(words[i] if i < n else "")
+            is_query = i == n - 1
+            word.set_color(_QUERY if is_query else "black")
+            word.set_fontweight("bold" if is_query else "normal")
+
     def update(self) -> None:
         self.gaze = gaze = self._gaze(self.sentence.value, round(float(self.volume.value), 6))
         self.shares = shares = gaze.shares(self.head.value)  # (n,)
         n = len(gaze.words)
         top = int(np.argmax(shares))
-        for i, (bar, word) in enumerate(zip(self.bars, self.words, strict=True)):
-            shown = i < n
-            bar.set_height(float(shares[i]) if shown else 0.0)
+        self._show_words(self.sentence.value)
+        for i, bar in enumerate(self.bars):
+            bar.set_height(float(shares[i]) if i < n else 0.0)
             bar.set_color(_TOP if i == top else _BAR)
-            word.set_text(gaze.words[i] if shown else "")
-            is_query = i == n - 1
-            word.set_color(_QUERY if is_query else "black")
-            word.set_fontweight("bold" if is_query else "normal")
         biggest = float(shares[: n - 1].max()) if n > 1 else 1.0
         for j, arc in enumerate(self.arcs):
             if j >= n - 1:

@@ -68,7 +68,7 @@ def _cycle_sentences(e):
             other.value = next(v for v in control_values(other) if v != other.value)
 
 
-@pytest.mark.parametrize("explorer", ["HeadMaps"], indirect=True)
+@pytest.mark.parametrize("explorer", ["HeadMaps", "WhereItLooks"], indirect=True)
 def test_a_sentence_once_drawn_keeps_its_background(explorer, monkeypatch):
     from attention_lib.explorers.base import Explorer
 
@@ -87,29 +87,31 @@ def test_a_sentence_once_drawn_keeps_its_background(explorer, monkeypatch):
     assert [k[1] for k in explorer._backgrounds] == [(600, 400)]
 
 
-def test_the_head_map_draws_every_sentences_background_while_idle(monkeypatch):
+@pytest.mark.parametrize("explorer", ["HeadMaps", "WhereItLooks"], indirect=True)
+def test_every_sentences_background_is_drawn_while_idle(explorer, monkeypatch):
     """Agg's timers never fire, so the test ticks the prefetch itself, as ipympl's would."""
     from attention_lib.explorers.base import Explorer
 
-    e = HeadMapsExplorer()
+    e = explorer
     e.blit = True
     e.fig.canvas.draw()  # shown: the prefetch would start now
-    e.layer.value = 0
     frame, _ = frame_and_full_draw(e)  # a frame on the canvas before the prefetch
+    words = [t.get_text() for t in e.fig.findobj(Text)]
     ticks = 0
     while e._prefetch_one():
         ticks += 1
     assert ticks == len(e.sentence.options)  # one background a tick (the shown one too)
     assert not e._prefetch_one(), "nothing left: the timer stops"
     shown = np.asarray(e.fig.canvas.buffer_rgba())
-    assert e.sentence.value == e.sentence.options[0] and e.ax.get_xticklabels()[0].get_text()
+    assert e.sentence.value == e.sentence.options[0]
+    assert [t.get_text() for t in e.fig.findobj(Text)] == words  # shown again
     monkeypatch.setattr(Explorer, "_draw_background", lambda self: pytest.fail("not drawn ahead"))
-    e.layer.value = 1  # the shown sentence's kept background under the new layer's map
+    other = e.controls[-1]  # the head map's head, the beginner's volume
+    other.value = next(v for v in control_values(other) if v != other.value)  # kept background
     frame, full = frame_and_full_draw(e)
     assert int(np.any(frame != full, axis=-1).sum()) == 0
     assert shown.shape == frame.shape
     _cycle_sentences(e)  # every first visit a blit
-    plt.close(e.fig)
 
 
 def control_rows(box: widgets.Box) -> list[widgets.HBox]:
