@@ -88,12 +88,30 @@ class Explorer:
             self._laid_out = True
             if self.fig.get_layout_engine() is not None:
                 self.fig.set_layout_engine("none")
+            self._pin_axis_labels()
         if not self._drawing_background:
             self._background = None
             if not self.fig.canvas.is_saving():
                 self._shown = True
                 if self.blits:
                     self._prepare_background_soon()
+
+    def _pin_axis_labels(self) -> None:
+        """Keep every axis label where the first draw put it, in axes coordinates.
+
+        By default each draw of an axis places its label past its tick labels,
+        measuring those of every sibling axes (a tenth of a move where a live
+        axis's ticks change, 02's histogram); the layout is frozen, so the label
+        need not move. Axes coordinates scale with the canvas, as the labels'
+        text does when the page changes the figure's dpi. The pixels are the same.
+        """
+        for ax in self.fig.axes:
+            for axis in (ax.xaxis, ax.yaxis):
+                label = axis.label
+                shown = label.get_transform().transform(label.get_position())  # (2,) pixels
+                x, y = ax.transAxes.inverted().transform(shown)  # axes coordinates
+                axis.set_label_coords(x, y)
+        self.fig.stale = False  # the same picture: no redraw for it
 
     def _prepare_background_soon(self) -> None:
         """Draw the background once the event loop is free, so the first move is fast too.

@@ -124,3 +124,24 @@ def test_a_frame_leaves_nothing_for_pyplot_to_redraw(blitting):
     assert not explorer.fig.stale
     explorer.ax.set_xlabel("changed outside a move")
     assert explorer.fig.stale, "a change outside a move still asks for a redraw"
+
+
+@pytest.mark.parametrize("blitting", list(EXPLORERS), indirect=True)
+def test_the_first_draw_pins_the_axis_labels_where_they_were(blitting):
+    """After the first draw every axis label stays put (explorers/base.py,
+    `_pin_axis_labels`): drawn again, the figure is the same, pixel for pixel, and a
+    label no longer follows its tick labels."""
+    explorer = blitting
+    canvas = explorer.fig.canvas
+    canvas.draw()  # laid out, labels placed by matplotlib, then pinned
+    first = np.asarray(canvas.buffer_rgba()).copy()
+    assert not explorer.fig.stale, "pinning changes nothing that needs a redraw"
+    canvas.draw()
+    assert differing_pixels(np.asarray(canvas.buffer_rgba()), first) == 0
+    renderer = canvas.get_renderer()
+    for ax in explorer.fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            before = axis.label.get_window_extent(renderer).bounds
+            axis.set_tick_params(labelsize=40)  # tick labels that would push a free label away
+            axis._update_label_position(renderer)  # what every draw of the axis does
+            assert axis.label.get_window_extent(renderer).bounds == before
