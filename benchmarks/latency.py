@@ -69,8 +69,10 @@ BROWSER_P95_MS = 100.0
 KERNEL_P95_MS = 60.0
 SETTLE_MS = 2000  # after Run All, before the first move
 # After scrolling a control into view, before its first move: a learner scrolls to a figure
-# and reads it before moving anything. (Each figure's first move stays its slowest even so,
-# 100-180 ms against 70-90 after, on 2026-12-01: not the scroll; its cause is still open.)
+# and reads it before moving anything. (Each figure's first move was its slowest even so,
+# 100-180 ms against 70-90 after, on 2026-12-01: JupyterLab activating the cell when the
+# handle took focus, 40-100 ms of page work, most of it resetting every other cell's editor
+# selection, ran inside the key press's time. A learner grabs first; labdriver's moves do.)
 READ_MS = 1000
 
 # The four stages of a browser move, which add up to its latency (`move_stages`).
