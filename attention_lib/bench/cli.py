@@ -3,7 +3,7 @@
     python -m attention_lib.bench                 # the sweep, then the ratios (about 20 minutes
                                                   # on 2 cores)
     python -m attention_lib.bench --quick         # a small sweep and small ratios, for trying it
-    python -m attention_lib.bench --ratios-only   # the ratios alone (about 5 minutes)
+    python -m attention_lib.bench --ratios-only   # the ratios alone (about 10 minutes)
 
 On the CPU (or with ``--device cpu``) it runs the sweep of every path
 (`attention_lib.bench.cpu`), then the ratios (`attention_lib.bench.ratios`):
