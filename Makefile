@@ -7,23 +7,22 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: lab reset test test-soak test-compile lint format notebooks bench clean bench-latency gpu-check gpu-wheels model
 
+# The environment, made and kept up to date by the course's own Python code (course/), the
+# same code as the make-free commands (python -m course lab, test: see the README).
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --upgrade pip
-	$(BIN)/python -m pip install -e '.[dev,triton]'
-	touch $(STAMP)
+	$(PYTHON) -m course install
 
 # JupyterLab on the learner's own copies of the notebooks (my-notebooks/, made on first
 # start; course updates offered beside them), on localhost only, with token authentication
-# kept (scripts/lab is the one place the command lives; the tests start it too).
-lab: $(STAMP)
-	JUPYTER=$(BIN)/jupyter scripts/lab
+# kept (course/lab.py is the one place the command lives; the tests start it too).
+lab:
+	$(PYTHON) -m course lab
 
 # The course's version of one notebook back in my-notebooks/ (yours is moved to
 # my-notebooks/old-copies/, nothing is deleted): make reset NB=01
-reset: $(STAMP)
+reset:
 	@test -n "$(NB)" || { echo "usage: make reset NB=01 (a notebook's number or name)" >&2; exit 2; }
-	$(BIN)/python scripts/my_notebooks.py reset "$(NB)"
+	$(PYTHON) -m course reset "$(NB)"
 
 # Slider latency in a real browser and in the kernel (p50/p95 per slider, and where each
 # move's time goes: to the kernel, in it, to the page, to the screen); writes
@@ -37,12 +36,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# Two workers (a 2-core machine's worth); --dist loadfile keeps each file's tests on one
-# worker in order, as nbval needs for a notebook's cells and the browser tests for a page.
-# Soak tests (one notebook run ten times in a browser) are left to `make test-soak`.
-PYTEST_ARGS ?= -n 2 --dist loadfile -m "not soak"
-test: lint
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+# ruff, then pytest on two workers (a 2-core machine's worth; --dist loadfile keeps each
+# file's tests on one worker in order, as nbval needs for a notebook's cells and the browser
+# tests for a page), in course/__main__.py like the make-free `python -m course test`.
+# PYTEST_ARGS replaces the pytest arguments. Soak tests (one notebook run ten times in a
+# browser) are left to `make test-soak`.
+export PYTEST_ARGS
+test:
+	$(PYTHON) -m course test
 
 # Repeated whole-notebook runs in a real browser, every notebook with an explorer, with a
 # second learner's lab loading the machine (tests/browser/test_no_blank_explorer.py: about

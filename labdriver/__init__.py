@@ -5,7 +5,7 @@ Shared by the browser tests (``tests/browser``), the latency benchmark
 (``benchmarks/busy_lab.py``) and the screenshots (``scripts/screenshots.py``),
 which import it as a package (``make``'s editable install puts it on the
 path). Nothing here downloads anything: JupyterLab is started with
-``scripts/lab`` (the command ``make lab`` runs) on a free localhost port, and
+``python -m course serve`` (how ``make lab`` serves) on a free localhost port, and
 Chromium is the system's, launched by Playwright through ``executable_path``.
 
 By job:
@@ -28,14 +28,14 @@ Every wait follows an event the page can see, never a fixed sleep, so the
 same code holds on an idle laptop and on a loaded 2-core machine:
 
 - the kernel is *quiet* when every message the page sent it (a cell, a
-  widget's change, ipympl's request for a frame) has had its "idle" status
-  back; a frame is *drawn* when the PNG ipympl received has been decoded and
-  painted onto the figure's canvas;
+  widget's change) has had its "idle" status back; a frame is *drawn* when the
+  PNG an explorer's Image received has loaded, been decoded, and an animation
+  frame has passed (it is on screen);
 - Run All is done when the kernel has replied to every code cell and gone
-  quiet, and every explorer figure in the page has drawn its first frame;
+  quiet, and every explorer picture in the page has drawn its first frame;
 - a move is done when the change reached the kernel, the kernel went quiet
-  after it, and a frame that arrived after the input was drawn on that
-  figure's canvas.
+  after it, and a frame that arrived after the input was drawn in that
+  figure's picture.
 
 The timeouts only bound a wait that has stopped making progress; they are
 long (minutes) because a loaded machine can be slow without being stuck. When
@@ -67,7 +67,7 @@ from .page import (
     restart_and_run_all,
     save_notebook,
 )
-from .repo import LAB_SCRIPT, NOTEBOOK_GLOB, REPO, numbered_notebooks
+from .repo import LAB_COMMAND, NOTEBOOK_GLOB, REPO, numbered_notebooks
 from .server import (
     LabServer,
     copy_notebooks,
@@ -88,7 +88,7 @@ __all__ = [
     "CLICK_HOLD_MS",
     "GRAB_MS",
     "INSTALL_HINT",
-    "LAB_SCRIPT",
+    "LAB_COMMAND",
     "MOVE_TIMEOUT_MS",
     "NOTEBOOK_GLOB",
     "OPEN_TIMEOUT_MS",

@@ -218,7 +218,7 @@ class NotebookPage:
         return self.page.evaluate(_JS_CONTROLS)
 
     def _locator(self, control: dict) -> Any:
-        boxes = self.page.locator(".jp-Notebook .widget-vbox:has(> .jupyter-matplotlib)")
+        boxes = self.page.locator(".al-explorer:has(> img.widget-image)")
         selector = {
             "slider": ".widget-hslider",
             "toggle": ".widget-toggle-buttons",
@@ -236,6 +236,7 @@ class NotebookPage:
         )
 
     def canvas(self, box: int) -> dict:
+        """Box ``box``'s picture: a hash of its pixels, its draws so far, its size."""
         return self.page.evaluate(_JS_CANVAS, box)
 
     def move(self, control: dict, action: str, timeout_ms: float = MOVE_TIMEOUT_MS) -> Move:
@@ -350,9 +351,9 @@ def _move_stuck(state: dict, canvas: dict, before: dict, timeout_ms: float) -> s
             f"but sent no frame {waited}"
         )
     return (
-        f"{state['frames']} frame(s) reached the page but the figure's canvas did not paint "
+        f"{state['frames']} frame(s) reached the page but the figure's picture did not draw "
         f"one {waited} (draws {before['draws']} before, {canvas['draws']} now, "
-        f"canvas {canvas['width']}x{canvas['height']})"
+        f"picture {canvas['width']}x{canvas['height']})"
     )
 
 

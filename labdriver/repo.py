@@ -1,18 +1,20 @@
 """The course the driver runs: the repository this package sits in.
 
 The driver is installed in editable mode (``make``'s ``pip install -e``), so
-the repository is this folder's parent: its ``scripts/lab`` (the command
-``make lab`` runs) and its ``notebooks/``.
+the repository is this folder's parent: its ``course`` package (whose
+``python -m course serve`` is how ``make lab`` serves) and its ``notebooks/``.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-__all__ = ["LAB_SCRIPT", "NOTEBOOK_GLOB", "REPO", "numbered_notebooks"]
+__all__ = ["LAB_COMMAND", "NOTEBOOK_GLOB", "REPO", "numbered_notebooks"]
 
 REPO = Path(__file__).resolve().parents[1]
-LAB_SCRIPT = REPO / "scripts" / "lab"
+#: JupyterLab served as ``make lab`` serves it (course/lab.py), in this environment
+LAB_COMMAND = (sys.executable, "-m", "course", "serve")
 NOTEBOOK_GLOB = "notebooks/[0-9][0-9]_*.ipynb"
 
 

@@ -1,6 +1,6 @@
-"""The server: JupyterLab started with ``scripts/lab``, the way learners start it.
+"""The server: JupyterLab started with ``python -m course serve``, the way ``make lab`` starts it.
 
-`start_lab` runs the script (what ``make lab`` runs) on a free localhost port,
+`start_lab` runs it (what ``make lab`` runs) on a free localhost port,
 reads its token back from its log when JupyterLab makes its own, and waits
 until the server answers; `LabServer.stop` always ends the process group it
 started (kernels included). `scratch_lab` is the lab as the tests,
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .repo import LAB_SCRIPT, REPO
+from .repo import LAB_COMMAND, REPO
 
 __all__ = [
     "LabServer",
@@ -52,7 +52,7 @@ def free_port() -> int:
 
 @dataclass
 class LabServer:
-    """A running ``scripts/lab``: its process, port, token and log file."""
+    """A running ``python -m course serve``: its process, port, token and log file."""
 
     proc: subprocess.Popen
     port: int
@@ -119,7 +119,7 @@ def start_lab(
     isolate_user_settings: bool = True,
     timeout: float = 120.0,
 ) -> LabServer:
-    """Start ``scripts/lab`` on a free port and wait until it answers.
+    """Start ``python -m course serve`` on a free port and wait until it answers.
 
     ``token`` None lets JupyterLab make its own random token (as ``make lab``
     does), read back from its log; otherwise it is passed as JUPYTER_TOKEN.
@@ -144,7 +144,7 @@ def start_lab(
         env["JUPYTERLAB_SETTINGS_DIR"] = str(workdir / "user-settings")
         env["JUPYTERLAB_WORKSPACES_DIR"] = str(workdir / "workspaces")
     args = [
-        str(LAB_SCRIPT),
+        *LAB_COMMAND,
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",
         "--ServerApp.open_browser=False",
@@ -158,7 +158,7 @@ def start_lab(
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise RuntimeError(
-                    f"scripts/lab exited with {proc.returncode}:\n{server.log_tail()}"
+                    f"python -m course serve exited with {proc.returncode}:\n{server.log_tail()}"
                 )
             if not server.token:
                 found = _TOKEN_IN_LOG.search(log_path.read_text(errors="replace"))

@@ -1,11 +1,11 @@
-"""What a notebook page shows: its widget outputs, its layout, one figure's frame trace.
+"""What a notebook page shows: its widget outputs, its layout, one picture's frame trace.
 
 Read from the page as it is, for the tests of layout, still pictures and blank
 explorers (what ``explorers/canvas.py`` promises): `widget_outputs` (every
-widget output's text, images and canvases, with how much ink each canvas
-holds), `layout` (every explorer box's size, cut texts, sliders and toggles;
-outputs wider than their area) and `frame_trace` (one figure's frames
-followed from the kernel's messages to its canvases, from ``trace.js``).
+widget output's text, images and explorer pictures, with how much ink each
+picture holds), `layout` (every explorer box's size, cut texts, sliders and
+toggles; outputs wider than their area) and `frame_trace` (one picture's
+frames followed from the kernel's messages to its <img>, from ``trace.js``).
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ _JS_LAYOUT = js("layout")
 
 
 def widget_outputs(page: NotebookPage) -> list[dict]:
-    """Every widget output of the notebook as shown: its text, visible images and canvases.
+    """Every widget output of the notebook as shown: its text, visible images and pictures.
 
-    Each canvas reports its size and ``inked``, a count of sampled pixels
-    that are drawn and dark (0 for a blank or transparent canvas).
+    Each explorer picture (``pictures``) reports its size in pixels and
+    ``inked``, a count of sampled pixels that are drawn and dark (0 for a
+    blank picture); ``controlsShown``, whether any explorer control shows.
     ``explorer``: the output holds an explorer's box (the live widget, or one
     rebuilt from saved state); ``still``: it holds an explorer's still picture.
     """
@@ -31,49 +32,39 @@ def widget_outputs(page: NotebookPage) -> list[dict]:
 
 
 def frame_trace(page: NotebookPage, output: dict, since: float = 0.0) -> list[str]:
-    """The frame trace (``_TRACE_JS``) of one widget output's figure, one line per step.
+    """The frame trace (``trace.js``) of one widget output's picture, one line per step.
 
     ``output`` is an entry of `widget_outputs`. Its box's model names its
-    canvas model (a child of the box with ipympl's model name); that
-    model's binary messages give the byte counts of its frames, which name
-    their blob URLs, which name the <img> they were decoded in, whose draws
-    name the offscreen canvas, whose draws name the view canvases. Every
-    step on that chain after ``since`` (a performance.now() time) is listed,
-    times in ms from the first.
+    Image model (a child of the box); that model's binary messages give the
+    byte counts of its frames, which name their blob URLs, which name the
+    <img> they were loaded in. Every step on that chain after ``since`` (a
+    performance.now() time) is listed, times in ms from the first.
     """
     trace = [e for e in page.page.evaluate("() => window.__trace") if e["t"] >= since]
     opened = {e["comm"]: e for e in trace if e["e"] == "open"}
 
-    def canvases_in(comm: str, depth: int = 0) -> set[str]:
+    def images_in(comm: str, depth: int = 0) -> set[str]:
         entry = opened.get(comm, {})
-        if entry.get("model") == "MPLCanvasModel":
+        if entry.get("model") == "ImageModel":
             return {comm}
         found: set[str] = set()
         for child in entry.get("children") or []:
             if depth < 4 and isinstance(child, str):
-                found |= canvases_in(child.removeprefix("IPY_MODEL_"), depth + 1)
+                found |= images_in(child.removeprefix("IPY_MODEL_"), depth + 1)
         return found
 
-    comms = canvases_in(output["model"])
-    frames = {
-        e["bytes"] for e in trace if e["e"] == "msg" and e.get("comm") in comms and e.get("bytes")
+    comms = images_in(output["model"])
+    frames = {e["bytes"] for e in trace if e["e"] in ("msg", "open") and e.get("comm") in comms} - {
+        None
     }
     urls = {e["url"] for e in trace if e["e"] == "blob" and e["bytes"] in frames}
-    images = {e["img"] for e in trace if e["e"] == "src" and e["url"] in urls}
-    views = {c["trace"] for c in output.get("canvases", [])}
-    offscreen = {e["cv"] for e in trace if e["e"] == "draw" and e["from"] in images}
-    offscreen |= {e["from"] for e in trace if e["e"] == "draw" and e["cv"] in views}
-    elements = images | offscreen | views
+    views = {p["trace"] for p in output.get("pictures", [])}
+    images = views | {e["img"] for e in trace if e["e"] == "src" and e["url"] in urls}
     chain = [
-        e
-        for e in trace
-        if e.get("comm") in comms
-        or e.get("url") in urls
-        or e.get("img") in elements
-        or e.get("cv") in elements
+        e for e in trace if e.get("comm") in comms or e.get("url") in urls or e.get("img") in images
     ]
     if not chain:
-        return [f"no trace for model {output['model']} (canvas models {sorted(comms)})"]
+        return [f"no trace for model {output['model']} (Image models {sorted(comms)})"]
     start = chain[0]["t"]
     names = {"comm", "t", "e"}
     return [
@@ -90,8 +81,8 @@ def layout(page: NotebookPage) -> dict:
     width (``cell``), its figure's width and how far its right edge passes the
     area's (``figureRight`` > 0: clipped), the control texts that are cut
     (``scrollWidth > clientWidth``), every slider's track width, how many rows
-    each row of toggle buttons takes, whether ipympl's header or toolbar shows,
-    and ``handle``, drawn pixels where ipympl's resize handle would be.
+    each row of toggle buttons takes, and ``aspect``, the picture's shown
+    aspect ratio over its own (1 when it keeps the figure's shape).
     ``overflowing``: output areas whose content is wider than they are.
     ``pictures``: every visible image and canvas in the outputs, with its
     right edge against its area's. ``notebookHeight``: the notebook's height.

@@ -16,7 +16,7 @@ tests drive the same objects in-process by setting ``control.value``.
 
     registry       every explorer, where it is shown and how tests build it
     base · canvas · controls · frames · reveal
-                   the pattern they share, the ipympl canvas and its still picture,
+                   the pattern they share, the Agg canvas, its Image and still picture,
                    sized controls, fast frames, and predictions and solution gates
 
 Every explorer class is importable from here. Importing this package does

@@ -1,21 +1,24 @@
 """The pattern every explorer follows: figure once, controls, artist updates.
 
-In JupyterLab with ``%matplotlib widget`` (ipympl) the figure's canvas is a
-widget and `Explorer.widget` stacks it under the controls; callbacks then send
-only widget messages, which nbval and the browser tests both handle. Under a
-non-interactive backend (the tests, ``Agg``) the same object works without a
-display: set a control's value and inspect the artists.
+An explorer draws its figure on matplotlib's Agg canvas in the kernel and shows
+it as PNG bytes in a core ``ipywidgets.Image`` (`Explorer.picture`), under its
+core ipywidgets controls: `Explorer.widget` stacks them. Callbacks send only
+widget messages, which nbval and the browser tests both handle, and no front
+end needs anything beyond ipywidgets (see `attention_lib.explorers.canvas`).
+Undisplayed (the tests), the same object works without a page: set a
+control's value and inspect the artists.
 
-A slider move is sent as a blitted frame: the figure without its ``live``
-artists (axes, ticks, legends: most of the text) is drawn once and cached, and
-each move restores that background and draws only the live artists on it.
-ipympl then sends the browser just the pixels that changed. A full redraw of
+Once displayed, a move is a blitted frame: the figure without its ``live``
+artists (axes, ticks, legends: most of the text) is drawn once and kept, and
+each move restores that background, draws only the live artists on it and
+encodes the canvas once (`attention_lib.explorers.frames`). A full redraw of
 the figures cost 130-425 ms per move on the 2-core course machine
 (benchmarks/latency.py), most of it text.
 
 Displayed, an explorer's box (`ExplorerBox`) fits the cell's width and leaves a
-still picture of its figure for pages that cannot run it: an untrusted first
-open, or a notebook reopened after a save (see `attention_lib.explorers.canvas`).
+still picture of its figure for pages that cannot run widgets: an untrusted
+first open, nbconvert's HTML, a terminal. A notebook reopened after a save
+shows the Image's saved picture with a one-line note.
 """
 
 from __future__ import annotations
@@ -26,12 +29,9 @@ from typing import Any
 import ipywidgets as widgets
 import numpy as np
 from matplotlib.artist import Artist
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.backends.backend_webagg_core import FigureCanvasWebAggCore
 from matplotlib.figure import Figure
 
-from .canvas import STILL_NOTE, attach_canvas, data_url, fit_css, png_bytes
-from .frames import send_fast_frames
+from .canvas import STILL_NOTE, ExplorerCanvas, data_url, frame_png, png_bytes, still_css
 
 __all__ = ["Explorer", "ExplorerBox", "StillBox", "key_weight_bars", "still_html"]
 
@@ -48,30 +48,27 @@ class Explorer:
     """
 
     fig: Figure
+    picture: widgets.Image
     controls: list[widgets.Widget]
     live: list[Artist]
-    #: True: send each update as a blitted frame; False: ask for a full redraw
-    #: (``draw_idle``); None: blit where the canvas sends frames to a browser (ipympl).
+    #: True: draw each update as a blitted frame; False: a full redraw; None: blit once
+    #: displayed (undisplayed, an update only asks the canvas for ``draw_idle``).
     blit: bool | None = None
 
     def _make_figure(self, **kwargs: Any) -> Figure:
-        """A new figure (``Figure(**kwargs)``) on its own canvas, unknown to pyplot.
-
-        Under ipympl the canvas is a widget that opens already sized (see
-        `attention_lib.explorers.canvas`); elsewhere it is Agg's.
-        """
+        """A new figure (``Figure(**kwargs)``) on its own canvas (`ExplorerCanvas`), unknown
+        to pyplot, and the Image that will show it."""
         self.fig = Figure(**kwargs)
-        attach_canvas(self.fig)
+        ExplorerCanvas(self.fig)
+        self.picture = widgets.Image(format="png")
         self._box: ExplorerBox | None = None
         self.above: list[widgets.Widget] = []  # shown between the controls and the figure
         self.controls = []
         self.live = []
         self._laid_out = False
         self._background: Any = None  # the canvas region without the live artists
-        self._shown = False  # a full frame has been drawn on the canvas (not for a savefig)
         self._drawing_background = False
         self.fig.canvas.mpl_connect("draw_event", self._on_draw)
-        send_fast_frames(self.fig.canvas)
         return self.fig
 
     def _on_draw(self, _event: Any) -> None:
@@ -79,10 +76,10 @@ class Explorer:
 
         Re-running constrained layout on every slider move roughly doubled
         the redraw time (measured in benchmarks/latency.py); the artists
-        move, the axes need not. A full draw we did not start (the browser
-        resized the canvas, changed its pixel ratio, or a savefig) may have
-        changed the size or the static artists, so the next frame redraws the
-        background.
+        move, the axes need not. A full draw we did not start (a savefig,
+        a change of dpi) may have changed the size or the static artists, so
+        the background is drawn again, ahead of the next move where the
+        kernel's event loop lets it (`_prepare_background_soon`).
         """
         if not self._laid_out:
             self._laid_out = True
@@ -91,10 +88,8 @@ class Explorer:
             self._pin_axis_labels()
         if not self._drawing_background:
             self._background = None
-            if not self.fig.canvas.is_saving():
-                self._shown = True
-                if self.blits:
-                    self._prepare_background_soon()
+            if self.blits:
+                self._prepare_background_soon()
 
     def _pin_axis_labels(self) -> None:
         """Keep every axis label where the first draw put it, in axes coordinates.
@@ -116,10 +111,10 @@ class Explorer:
     def _prepare_background_soon(self) -> None:
         """Draw the background once the event loop is free, so the first move is fast too.
 
-        Without this the first move after the figure appears (or is resized)
-        draws the whole background: about 200-300 ms more on this machine. A
-        canvas without an event loop (Agg) has timers that never fire; its
-        first frame draws the background instead.
+        Without this the first move after a full draw (the still picture drawn
+        as the box is displayed) draws the whole background first. With no
+        event loop running (a test) the timer never fires; the next frame
+        draws the background instead.
         """
         timer = self.fig.canvas.new_timer(interval=50)
         timer.single_shot = True
@@ -143,37 +138,38 @@ class Explorer:
         self.refresh()
 
     @property
+    def displayed(self) -> bool:
+        """Whether the explorer's box exists, so its picture is shown somewhere."""
+        return self._box is not None
+
+    @property
     def blits(self) -> bool:
-        """Whether `refresh` sends a blitted frame rather than asking for a full redraw."""
+        """Whether `refresh` draws a blitted frame rather than a full redraw."""
         if not self.live:
             return False
         if self.blit is not None:
             return self.blit
-        return isinstance(self.fig.canvas, FigureCanvasWebAggCore)
+        return self.displayed
 
     def refresh(self) -> None:
-        """Show the artists' current state: a blitted frame, or a full redraw on request.
-
-        Until the canvas has drawn one full frame (in JupyterLab: until the
-        browser's view asked for it) a move asks for a full redraw: ipympl's
-        view shows nothing if its first image is a frame sent before it was
-        ready (seen when "Run All" moved a control in a later cell).
-        """
-        if not (self.blits and self._shown):
-            self.fig.canvas.draw_idle()
-            return
+        """Show the artists' current state: a blitted frame or a full redraw, encoded once
+        into the picture. Undisplayed, a full redraw is only asked for (``draw_idle``)."""
         canvas = self.fig.canvas
-        if self._background is None:
-            self._draw_background()
+        if self.blits:
+            if self._background is None:
+                self._draw_background()
+            else:
+                canvas.restore_region(self._background)
+            for artist in self.drawing_order():
+                self.fig.draw_artist(artist)  # an invisible artist draws nothing
+        elif self.displayed:
+            canvas.draw()
         else:
-            canvas.restore_region(self._background)
-        for artist in self.drawing_order():
-            self.fig.draw_artist(artist)  # an invisible artist draws nothing
-        canvas.blit(self.fig.bbox)
-        # The canvas shows the current state. Left stale, the figure would be redrawn in full
-        # straight after: the comm package fires IPython's post_execute after every widget
-        # message, and pyplot then asks for a full draw of every stale figure.
-        self.fig.stale = False
+            canvas.draw_idle()
+            return
+        self.fig.stale = False  # the canvas shows the current state
+        if self.displayed:
+            self.picture.value = frame_png(canvas)  # the move's one encode
 
     def drawing_order(self) -> list[Artist]:
         """What a frame draws over the background, in the order a full draw paints it.
@@ -199,8 +195,7 @@ class Explorer:
             artist.set_animated(True)
         self._drawing_background = True
         try:
-            # Agg's own draw: the webagg canvas's draw would also send this half-drawn frame
-            FigureCanvasAgg.draw(canvas)
+            canvas.draw()
         finally:
             self._drawing_background = False
             for artist in drawn_per_frame:
@@ -213,36 +208,26 @@ class Explorer:
 
     @property
     def widget(self) -> ExplorerBox:
-        """Controls above the figure, for ``display`` in a notebook (one box per explorer).
+        """Controls above the picture, for ``display`` in a notebook (one box per explorer).
 
-        With ipympl the canvas itself is the widget; under any other backend
-        the figure is shown as a static image in an Output widget. Displayed,
-        the box also carries a still picture of the figure for a page that
-        cannot show the live widget (see `ExplorerBox`).
+        Made on first use, with the figure's first frame in the picture.
+        Displayed, the box also carries a still picture of the figure for a
+        page that cannot show widgets (see `ExplorerBox`).
         """
         if self._box is not None:
             return self._box
-        canvas = self.fig.canvas
-        if isinstance(canvas, widgets.DOMWidget):
-            view: widgets.Widget = canvas
-        else:
-            view = widgets.Output()
-            with view:
-                from IPython.display import display
-
-                display(self.fig)
         controls = widgets.HBox(self.controls)
         controls.add_class("al-controls")
-        note = widgets.HTML(fit_css(self.fig))  # the still picture joins it when displayed
+        note = widgets.HTML(f"{still_css()}<p><em>{html.escape(STILL_NOTE)}</em></p>")
         note.add_class("al-note")
         width = round(self.fig.bbox.width)
         self._box = ExplorerBox(
             self,
-            [controls, *self.above, view, note],
-            note,
+            [controls, *self.above, self.picture, note],
             layout={"width": "100%", "max_width": f"{width}px"},
         )
         self._box.add_class("al-explorer")
+        self.refresh()  # the first frame
         return self._box
 
     def still(self) -> bytes:
@@ -278,35 +263,23 @@ class StillBox(widgets.VBox):
 
 
 class ExplorerBox(StillBox):
-    """An explorer's controls, canvas and still note, displayed with a still picture too.
+    """An explorer's controls, picture and note, displayed with a still picture too.
 
-    Displayed, it carries a PNG of the figure as it is at that moment, with
-    the one-line `STILL_NOTE`, in two places:
-
-    - in its display bundle (``text/html``, and ``text/plain`` for a page
-      without HTML): a learner's first, untrusted open of the committed
-      notebook shows the picture instead of the widget's text;
-    - in its ``note`` widget, which the box's style sheet shows only when the
-      widget is rebuilt from saved state without a kernel (reopened after a
-      save), in place of the canvas and the controls. ipympl's own saved
-      picture (``_data_url``) cannot serve: the page stores it one frame
-      late, so after Run All it is often blank.
+    Displayed, its display bundle carries a PNG of the figure as it is at that
+    moment with the one-line `STILL_NOTE` (``text/html``, and ``text/plain``
+    for a page without HTML): a learner's first, untrusted open of the
+    committed notebook, nbconvert's HTML and a terminal show the picture, not
+    the widget's text. Rebuilt from saved state without a kernel (reopened
+    after a save), the box shows its Image's saved picture, and its style
+    sheet (`still_css`) hides the dead controls and shows the note.
     """
 
-    def __init__(
-        self,
-        explorer: Explorer,
-        children: list[widgets.Widget],
-        note: widgets.HTML,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, explorer: Explorer, children: list[widgets.Widget], **kwargs: Any) -> None:
         super().__init__(children, **kwargs)
         self.explorer = explorer
-        self.note = note
 
     def still_bundle(self) -> dict[str, Any]:
         picture = still_html(self.explorer.still(), _figure_title(self.explorer.fig))
-        self.note.value = fit_css(self.explorer.fig) + picture
         return {
             "text/html": picture,
             "text/plain": f"{_figure_title(self.explorer.fig)}\n{STILL_NOTE}",

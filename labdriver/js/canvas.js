@@ -1,12 +1,18 @@
-// Box `b`'s figure canvas: a hash of its pixels, how many times it was drawn, its size.
+// Box `b`'s picture: a hash of its pixels, how many frames it has drawn, its size in pixels.
 (b) => {
-  const boxes = Array.from(document.querySelectorAll('.jp-Notebook .widget-vbox'))
-    .filter((x) => Array.from(x.children).some((c) => c.classList.contains('jupyter-matplotlib')));
-  const canvas = boxes[b].querySelector('.jupyter-matplotlib-canvas-div canvas');
-  const data = canvas.toDataURL();
-  let h = 0;
-  for (let i = 0; i < data.length; i++) h = (h * 31 + data.charCodeAt(i)) | 0;
-  const draws = canvas.__draws || [];
-  return {hash: `${data.length}:${h}`, draws: draws.length,
-          width: canvas.width, height: canvas.height};
+  const img = window.__alPicture(b);
+  let hash = 'empty';
+  if (img.complete && img.naturalWidth > 0) {
+    const cv = document.createElement('canvas');
+    cv.width = img.naturalWidth;
+    cv.height = img.naturalHeight;
+    const ctx = cv.getContext('2d');
+    ctx.drawImage(img, 0, 0);
+    const data = ctx.getImageData(0, 0, cv.width, cv.height).data;
+    let h = 0;
+    for (let i = 0; i < data.length; i += 7) h = (h * 31 + data[i]) | 0;
+    hash = `${data.length}:${h}`;
+  }
+  return {hash, draws: (img.__draws || []).length,
+          width: img.naturalWidth, height: img.naturalHeight};
 }

@@ -1,11 +1,14 @@
-// The explorers' figure boxes in the page: a VBox holding an ipympl canvas, with the
-// controls above it. Each control: its kind, description and whether it can be used.
+// The explorers' boxes in the page: controls above a picture (init.js's __alBoxes). Each
+// control: its kind, description and whether it can be used; `cell`: the index of the
+// notebook cell that holds it (-1 in a page without cells, as Voila's).
 () => {
-  const boxes = Array.from(document.querySelectorAll('.jp-Notebook .widget-vbox'))
-    .filter((b) => Array.from(b.children).some((c) => c.classList.contains('jupyter-matplotlib')));
+  const boxes = window.__alBoxes();
   const kinds = [['slider', '.widget-hslider'], ['toggle', '.widget-toggle-buttons'],
                  ['checkbox', '.widget-checkbox'], ['dropdown', '.widget-dropdown']];
-  const cells = window.jupyterapp.shell.currentWidget.content.widgets.map((c) => c.node);
+  const app = window.jupyterapp;
+  const panel = app && app.shell && app.shell.currentWidget;
+  const cells = panel && panel.content && panel.content.widgets
+    ? panel.content.widgets.map((c) => c.node) : [];
   return boxes.map((box, b) => {
     const counts = {};
     const cell = cells.findIndex((node) => node.contains(box));

@@ -1,17 +1,12 @@
-// A page script, installed (before trace.js) in every page before JupyterLab loads, all on
-// performance.now()'s clock: every drawImage on every canvas (ipympl paints each new frame
-// with drawImage); every PNG frame that reaches the page (ipympl makes a blob URL of each
-// and loads it into an <img>), with the image it went to, so a frame still being decoded
-// can be told from one that is painted; and every key press, mouse press, click and input
-// event, with its type (a move's input is the event that makes its change: see
-// first_draw_after.js).
+// A page script, installed (before trace.js) in every page before the notebook loads, all on
+// performance.now()'s clock: every PNG frame that reaches the page (ipywidgets' Image makes a
+// blob URL of each and sets it as its <img>'s src), with the image it went to, so a frame
+// still loading can be told from one that is shown; each image's *draws*, the animation
+// frame after a frame has loaded and decoded (the picture is on screen from then on); and
+// every key press, mouse press, click and input event, with its type (a move's input is the
+// event that makes its change: see first_draw_after.js). `__alBoxes` lists the explorers'
+// boxes and `__alPicture` one box's picture, for the other scripts, in any front end.
 (() => {
-  const draw = CanvasRenderingContext2D.prototype.drawImage;
-  CanvasRenderingContext2D.prototype.drawImage = function (...args) {
-    const c = this.canvas;
-    (c.__draws || (c.__draws = [])).push(performance.now());
-    return draw.apply(this, args);
-  };
   window.__frames = [];  // arrival time of every PNG frame
   window.__images = new Set();  // the <img> elements frames are loaded into
   const src = Object.getOwnPropertyDescriptor(HTMLImageElement.prototype, 'src');
@@ -26,8 +21,19 @@
       src.set.call(this, value);
     },
   });
+  document.addEventListener('load', (e) => {
+    const img = e.target;
+    if (!(img instanceof HTMLImageElement) || !img.src.startsWith('blob:')) return;
+    const drawn = () => requestAnimationFrame(
+      () => (img.__draws || (img.__draws = [])).push(performance.now()));
+    img.decode().then(drawn, drawn);
+  }, true);
   window.__inputs = [];  // {t, type}; input: a <select> changed
   for (const type of ['keydown', 'mousedown', 'click', 'input']) {
     document.addEventListener(type, (e) => window.__inputs.push({t: e.timeStamp, type}), true);
   }
+  // An explorer's box holds its controls, its picture (a core ipywidgets Image) and a note.
+  window.__alBoxes = () => Array.from(document.querySelectorAll('.al-explorer'))
+    .filter((box) => box.querySelector(':scope > img.widget-image'));
+  window.__alPicture = (b) => window.__alBoxes()[b].querySelector(':scope > img.widget-image');
 })();

@@ -8,8 +8,8 @@
   const explorers = boxes.map((box, b) => {
     const area = box.closest('.jp-OutputArea-output').getBoundingClientRect();
     const rect = box.getBoundingClientRect();
-    const canvasDiv = box.querySelector('.jupyter-matplotlib-canvas-div');
-    const figure = canvasDiv ? canvasDiv.getBoundingClientRect() : null;
+    const picture = box.querySelector(':scope > img.widget-image');
+    const figure = picture ? picture.getBoundingClientRect() : null;
     const texts = Array.from(box.querySelectorAll(
       '.al-controls .widget-label, .al-controls .widget-label-basic, .al-controls button, ' +
       '.al-controls .widget-readout, .al-controls select'))
@@ -23,21 +23,15 @@
           .map((x) => Math.round(x.getBoundingClientRect().top));
         return {label: label(t.querySelector('.widget-label')), rows: new Set(tops).size};
       });
-    const header = box.querySelector('.jupyter-matplotlib-header');
-    const toolbar = box.querySelector('.jupyter-matplotlib-toolbar');
-    const top = box.querySelector('.jupyter-matplotlib-canvas-div canvas:nth-child(2)');
-    let handle = 0;
-    if (top && top.width > 20 && top.height > 20) {
-      const d = top.getContext('2d').getImageData(top.width - 20, top.height - 20, 20, 20).data;
-      for (let i = 3; i < d.length; i += 4) if (d[i] > 0) handle++;
-    }
     return {
       box: b, height: rect.height, width: rect.width, cell: area.width,
       figureWidth: figure ? figure.width : null,
       figureRight: figure ? figure.right - area.right : null,
       cutTexts: texts.filter(cut).map((n) => label(n)),
       sliders, toggles,
-      header: !!header && shown(header), toolbar: !!toolbar && shown(toolbar), handle,
+      // the picture keeps the figure's aspect ratio (0 when it has none yet)
+      aspect: picture && picture.naturalWidth && figure.width
+        ? (figure.height / figure.width) / (picture.naturalHeight / picture.naturalWidth) : 0,
     };
   });
   const overflowing = Array.from(document.querySelectorAll('.jp-Notebook .jp-OutputArea-output'))

@@ -1,16 +1,14 @@
 // A page script, the frame trace, installed after init.js: in order, on performance.now()'s
-// clock, every step a picture takes on its way to an explorer's canvas, so a canvas left
-// blank can be followed back to its frames (labdriver.frame_trace). ipympl's page keeps,
-// per figure, one <img> that frames are decoded into and one offscreen canvas that the
-// decoded frame is drawn on; each view's canvas copies the offscreen one. Logged: a blob
-// URL made (its byte count matches the binary message it came from), an <img> given a
-// frame and the frame loaded (or failed), a canvas resized (which clears it) or cleared,
-// and every drawImage (destination canvas, source image or canvas, and whether that source
-// had finished loading). The kernel's messages join the same log in track_kernel.js.
+// clock, every step a frame takes on its way to an explorer's picture, so a picture left
+// blank can be followed back to its frames (labdriver.frame_trace). ipywidgets' Image view
+// makes a blob URL of each PNG it receives and sets it as its <img>'s src. Logged: a blob
+// URL made (its byte count matches the binary message it came from), an <img> given a frame,
+// and the frame loaded (with its size) or failed. The kernel's messages join the same log in
+// track_kernel.js.
 (() => {
   const trace = window.__trace = [];
   let ids = 0;
-  const id = (el) => el.__tid || (el.__tid = `${el.tagName === 'IMG' ? 'img' : 'cv'}${++ids}`);
+  const id = (el) => el.__tid || (el.__tid = `img${++ids}`);
   const log = (e, fields) => {
     if (trace.length < 200000) trace.push({t: performance.now(), e, ...fields});
   };
@@ -40,31 +38,4 @@
       src.set.call(this, value);
     },
   });
-  for (const dim of ['width', 'height']) {
-    const prop = Object.getOwnPropertyDescriptor(HTMLCanvasElement.prototype, dim);
-    Object.defineProperty(HTMLCanvasElement.prototype, dim, {
-      configurable: true,
-      get() { return prop.get.call(this); },
-      set(value) { log('size', {cv: id(this), [dim]: Number(value)}); prop.set.call(this, value); },
-    });
-  }
-  const setAttribute = Element.prototype.setAttribute;
-  Element.prototype.setAttribute = function (name, value) {
-    if (this instanceof HTMLCanvasElement && (name === 'width' || name === 'height')) {
-      log('size', {cv: id(this), [name]: Number(value)});
-    }
-    return setAttribute.call(this, name, value);
-  };
-  const clearRect = CanvasRenderingContext2D.prototype.clearRect;
-  CanvasRenderingContext2D.prototype.clearRect = function (...args) {
-    log('clear', {cv: id(this.canvas)});
-    return clearRect.apply(this, args);
-  };
-  const drawImage = CanvasRenderingContext2D.prototype.drawImage;
-  CanvasRenderingContext2D.prototype.drawImage = function (source, ...rest) {
-    const ready = source instanceof HTMLImageElement ? source.complete && source.naturalWidth > 0
-      : source.width > 0 && source.height > 0;
-    log('draw', {cv: id(this.canvas), from: id(source), ready});
-    return drawImage.call(this, source, ...rest);
-  };
 })();

@@ -24,25 +24,12 @@
       const data = msg.content && msg.content.data;
       if (type === 'comm_open' && data && data.state) {
         window.__trace.push({t: now, e: 'open', comm: msg.content.comm_id,
-          model: data.state._model_name, size: data.state._size, mode: data.state._image_mode,
-          children: data.state.children});
+          model: data.state._model_name, children: data.state.children,
+          bytes: msg.buffers && msg.buffers.length ? msg.buffers[0].byteLength : null});
       } else if (type === 'comm_msg' && data) {
         const entry = {t: now, e: direction === 'send' ? 'sent' : 'msg',
                        comm: msg.content.comm_id, method: data.method};
-        if (data.state) {
-          entry.keys = Object.keys(data.state).join(',');
-          if ('_image_mode' in data.state) entry.mode = data.state._image_mode;
-          if ('_size' in data.state) entry.size = data.state._size;
-        }
-        if (data.method === 'custom' && data.content) {
-          const inner = data.content.data;
-          let parsed = null;
-          try {
-            parsed = typeof inner === 'string' ? JSON.parse(inner) : data.content;
-          } catch (e) {}
-          entry.type = parsed && parsed.type;
-          if (parsed && parsed.size) entry.size = parsed.size;
-        }
+        if (data.state) entry.keys = Object.keys(data.state).join(',');
         if (msg.buffers && msg.buffers.length) entry.bytes = msg.buffers[0].byteLength;
         window.__trace.push(entry);
       }

@@ -1,5 +1,5 @@
-// Every widget output of every cell is rendered, and every ipympl figure among them has
-// painted a frame. Returns what is still missing ([] when all is in place).
+// Every widget output of every cell is rendered, and every explorer's picture among them has
+// drawn a frame. Returns what is still missing ([] when all is in place).
 () => {
   const w = window.jupyterapp.shell.currentWidget;
   const missing = [];
@@ -9,10 +9,9 @@
       (o) => o.data && o.data['application/vnd.jupyter.widget-view+json']).length;
     const shown = cell.node.querySelectorAll('.jp-OutputArea-output .jupyter-widgets').length;
     if (shown === 0 && wanted > 0) missing.push(`cell ${index}: widget not rendered`);
-    cell.node.querySelectorAll('.jupyter-matplotlib-canvas-div').forEach((div) => {
-      const canvas = div.querySelector('canvas');
-      if (!canvas || !(canvas.__draws || []).length || canvas.width === 0) {
-        missing.push(`cell ${index}: figure has no frame yet`);
+    cell.node.querySelectorAll('.al-explorer > img.widget-image').forEach((img) => {
+      if (!(img.__draws || []).length || img.naturalWidth === 0) {
+        missing.push(`cell ${index}: picture has no frame yet`);
       }
     });
   });

@@ -1,8 +1,22 @@
 // Every output that holds a widget view, as the page shows it: text, pictures, errors.
+// `pictures`: the explorers' live or saved pictures (core Image widgets) with their size and
+// `inked`, a count of sampled pixels that are drawn and dark (0 for a blank picture).
 () => {
   const w = window.jupyterapp.shell.currentWidget;
   const mime = 'application/vnd.jupyter.widget-view+json';
   const shown = (n) => n.offsetParent !== null && n.getBoundingClientRect().width > 0;
+  const inked = (img) => {
+    if (!img.complete || !img.naturalWidth) return 0;
+    const cv = document.createElement('canvas');
+    cv.width = img.naturalWidth;
+    cv.height = img.naturalHeight;
+    const ctx = cv.getContext('2d');
+    ctx.drawImage(img, 0, 0);
+    const d = ctx.getImageData(0, 0, cv.width, cv.height).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4 * 13) if (d[i + 3] > 0 && d[i] < 200) n++;
+    return n;
+  };
   const out = [];
   w.content.widgets.forEach((c, index) => {
     if (c.model.type !== 'code') return;
@@ -10,8 +24,8 @@
       if (!(o.data && o.data[mime])) return;
       const node = c.node.querySelectorAll('.jp-OutputArea-output')[k];
       if (!node) { out.push({cell: index, missing: true}); return; }
-      const canvases = Array.from(
-        node.querySelectorAll('.jupyter-matplotlib-canvas-div canvas:first-child')).filter(shown);
+      const pictures = Array.from(node.querySelectorAll('.al-explorer > img.widget-image'))
+        .filter(shown);
       out.push({
         cell: index,
         model: o.data[mime].model_id,
@@ -19,14 +33,10 @@
         text: node.innerText,
         images: Array.from(node.querySelectorAll('img')).filter(shown).map((i) => ({
           width: i.getBoundingClientRect().width, natural: i.naturalWidth, complete: i.complete})),
-        canvases: canvases.map((cv) => {
-          let inked = 0;
-          if (cv.width && cv.height) {
-            const d = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
-            for (let i = 0; i < d.length; i += 4 * 13) if (d[i + 3] > 0 && d[i] < 200) inked++;
-          }
-          return {width: cv.width, height: cv.height, inked, trace: window.__traceId(cv)};
-        }),
+        pictures: pictures.map((img) => ({
+          width: img.naturalWidth, height: img.naturalHeight, inked: inked(img),
+          trace: window.__traceId(img)})),
+        controlsShown: Array.from(node.querySelectorAll('.al-controls')).some(shown),
         explorer: !!node.querySelector('.al-explorer'),
         still: !!node.querySelector('.al-still'),
       });

@@ -1,220 +1,93 @@
-"""The frames ipympl sends: ours (unfiltered, zlib level 1) against matplotlib's own, decoded.
+"""The frames an explorer sends: our PNG encoder against Pillow's decoding, and one PNG a move.
 
-Runs ipympl's canvas in-process (no browser, no kernel): its messages to the
-page are collected instead of sent.
+An explorer's picture is a core ``ipywidgets.Image``; each move encodes the
+Agg canvas once (`frame_png`, unfiltered at zlib level 1) and sets it as the
+Image's value. These tests decode what we write with Pillow and compare it
+with the canvas's own pixels, so a change in matplotlib's buffers or in our
+encoder shows up here.
 """
 
 from __future__ import annotations
 
-import base64
 import io
-import struct
 import zlib
 
-import matplotlib
 import numpy as np
 import pytest
 from PIL import Image
 
-from attention_lib.explorers.frames import PNG_SIGNATURE, ZLIB_LEVEL, diff_image, encode_png
-
-pytestmark = pytest.mark.filterwarnings("error")
-
-
-@pytest.fixture
-def ipympl_canvas():
-    """An ipympl canvas with a drawn figure; what it would send is kept in ``canvas.sent``."""
-    import matplotlib.pyplot as plt
-
-    backend = matplotlib.get_backend()
-    pytest.importorskip("ipympl")
-    from ipympl.backend_nbagg import Canvas
-    from matplotlib.figure import Figure
-
-    plt.switch_backend(backend)  # importing ipympl made itself pyplot's backend for every test
-
-    fig = Figure(figsize=(4, 3))
-    canvas = Canvas(fig)
-    canvas.sent = []
-    canvas.send = lambda *args, **kwargs: canvas.sent.append((args, kwargs))
-    ax = fig.add_subplot()
-    (line,) = ax.plot([0, 1, 2], [0, 1, 0])
-    canvas.line = line
-    matplotlib.backends.backend_agg.FigureCanvasAgg.draw(canvas)
-    return canvas
+from attention_lib.explorers import ScalingExplorer, VolumeKnobExplorer
+from attention_lib.explorers.canvas import ExplorerCanvas, frame_png
+from attention_lib.explorers.frames import PNG_SIGNATURE, ZLIB_LEVEL, encode_png
 
 
 def decode(png: bytes) -> np.ndarray:
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"))  # (H, W, 4)
+    return np.asarray(Image.open(io.BytesIO(png)))
 
 
-def state(canvas):
-    return canvas._png_is_old, canvas._force_full, canvas._last_buff.copy()
-
-
-def restore(canvas, saved):
-    canvas._png_is_old, canvas._force_full, canvas._last_buff = saved[0], saved[1], saved[2]
-
-
-def test_frames_match_matplotlibs_own_full_and_diff(ipympl_canvas):
-    canvas = ipympl_canvas
-    for step in range(2):  # a full frame first, then a diff after the line moved
-        canvas._png_is_old = True
-        saved = state(canvas)
-        theirs = type(canvas).get_diff_image(canvas)
-        mode_theirs = canvas._current_image_mode
-        restore(canvas, saved)
-        ours = diff_image(canvas)
-        assert canvas._current_image_mode == mode_theirs == ("full" if step == 0 else "diff")
-        np.testing.assert_array_equal(decode(ours), decode(theirs))
-        assert diff_image(canvas) is None, "nothing new drawn, nothing to send"
-        canvas.line.set_ydata([1, 0, 1])
-        matplotlib.backends.backend_agg.FigureCanvasAgg.draw(canvas)
-
-
-def _png_chunks(png: bytes) -> dict[bytes, bytes]:
-    """A PNG's chunks by type (each type once), after checking the signature and every CRC."""
-    assert png[:8] == PNG_SIGNATURE
-    chunks, at = {}, 8
-    while at < len(png):
-        (length,) = struct.unpack(">I", png[at : at + 4])
-        kind, data = png[at + 4 : at + 8], png[at + 8 : at + 8 + length]
-        (crc,) = struct.unpack(">I", png[at + 8 + length : at + 12 + length])
-        assert crc == zlib.crc32(kind + data), kind
-        chunks[kind] = data
-        at += 12 + length
-    return chunks
-
-
-@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (37, 64)])
-def test_encode_png_is_unfiltered_rgba_at_the_fast_level(shape):
+@pytest.mark.parametrize("channels", [3, 4])
+def test_encode_png_decodes_to_the_same_pixels(channels):
     rng = np.random.default_rng(0)
-    pixels = rng.integers(0, 256, (*shape, 4), dtype=np.uint8)  # (H, W, 4)
-    packed = pixels.view(np.uint32).squeeze(2)  # (H, W): webagg's buffers
-    png = encode_png(packed)
-    assert encode_png(pixels) == png, "packed or (H, W, 4): the same PNG"
+    pixels = rng.integers(0, 256, size=(37, 53, channels), dtype=np.uint8)  # (H, W, C)
+    png = encode_png(pixels)
+    assert png.startswith(PNG_SIGNATURE)
     np.testing.assert_array_equal(decode(png), pixels)
-    chunks = _png_chunks(png)
-    assert list(chunks) == [b"IHDR", b"IDAT", b"IEND"] and chunks[b"IEND"] == b""
-    width, height, depth, colour, *_ = struct.unpack(">IIBBBBB", chunks[b"IHDR"])
-    assert (height, width, depth, colour) == (*shape, 8, 6)  # 8 bits per channel, RGBA
-    rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), np.uint8).reshape(shape[0], -1)
-    assert not rows[:, 0].any(), "filter type 0 (none) on every row"
-    assert chunks[b"IDAT"][:2] == zlib.compress(b"", ZLIB_LEVEL)[:2], "zlib header: level 1"
-    # a view that is not contiguous (one column of many) encodes as its own pixels
-    np.testing.assert_array_equal(decode(encode_png(packed[:, ::2])), pixels[:, ::2])
+    assert Image.open(io.BytesIO(png)).mode == {3: "RGB", 4: "RGBA"}[channels]
 
 
-def test_a_diff_frame_holds_only_the_changed_pixels(ipympl_canvas):
-    canvas = ipympl_canvas
-    canvas._png_is_old = True
-    before = decode(diff_image(canvas))  # the full first frame: the canvas as drawn
-    np.testing.assert_array_equal(before, np.asarray(canvas.get_renderer().buffer_rgba()))
-    canvas.line.set_ydata([1, 0, 1])
-    matplotlib.backends.backend_agg.FigureCanvasAgg.draw(canvas)
-    canvas._png_is_old = True
-    frame = decode(diff_image(canvas))
-    now = np.asarray(canvas.get_renderer().buffer_rgba())
-    changed = np.any(now != before, axis=-1)  # (H, W)
-    assert changed.any() and not changed.all()
-    np.testing.assert_array_equal(frame[changed], now[changed])
-    assert not frame[~changed].any(), "unchanged pixels travel as transparent black"
-
-
-def test_a_redraw_that_changes_nothing_is_sent_full(ipympl_canvas):
-    """Not as matplotlib's empty diff, which would replace a full frame the page is still
-    loading and leave the canvas blank (a burst of draws after Run All)."""
-    canvas = ipympl_canvas
-    canvas._png_is_old = True
-    first = decode(diff_image(canvas))
-    assert canvas._current_image_mode == "full"
-    matplotlib.backends.backend_agg.FigureCanvasAgg.draw(canvas)  # the same picture again
-    canvas._png_is_old = True
-    saved = state(canvas)
-    theirs = decode(type(canvas).get_diff_image(canvas))
-    assert canvas._current_image_mode == "diff" and not theirs.any(), "matplotlib: empty diff"
-    restore(canvas, saved)
-    again = decode(diff_image(canvas))
-    assert canvas._current_image_mode == "full"
-    np.testing.assert_array_equal(again, first)
-
-
-def test_explorers_on_an_ipympl_canvas_send_fast_frames(ipympl_canvas):
-    from attention_lib.explorers.frames import send_fast_frames
-
-    assert send_fast_frames(ipympl_canvas)
-    assert ipympl_canvas.get_diff_image.__func__ is diff_image
+def test_encode_png_is_unfiltered_at_level_one():
+    pixels = np.full((4, 5, 3), 200, dtype=np.uint8)
+    png = encode_png(pixels)
+    start = png.index(b"IDAT") + 4
+    length = int.from_bytes(png[start - 8 : start - 4], "big")
+    rows = zlib.decompress(png[start : start + length])
     assert ZLIB_LEVEL == 1
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    assert len(rows) == 4 * (1 + 5 * 3)
+    assert all(rows[r * 16] == 0 for r in range(4)), "every row's filter byte is 0 (none)"
+
+
+def test_encode_png_refuses_other_channel_counts():
+    with pytest.raises(KeyError):
+        encode_png(np.zeros((2, 2, 2), dtype=np.uint8))
+
+
+def test_a_frame_is_the_canvas_as_drawn_and_opaque_frames_are_rgb():
+    explorer = VolumeKnobExplorer()
+    explorer.fig.canvas.draw()
+    rgba = np.asarray(explorer.fig.canvas.buffer_rgba())  # (H, W, 4)
+    frame = decode(frame_png(explorer.fig.canvas))
+    assert frame.shape == (*rgba.shape[:2], 3), "an opaque figure is sent as RGB"
+    np.testing.assert_array_equal(frame, rgba[:, :, :3])
+
+
+def test_a_transparent_figure_keeps_its_alpha():
     from matplotlib.figure import Figure
 
-    assert not send_fast_frames(FigureCanvasAgg(Figure()))
+    fig = Figure(figsize=(2, 1), dpi=50)
+    fig.patch.set_alpha(0.0)
+    canvas = ExplorerCanvas(fig)
+    canvas.draw()
+    frame = decode(frame_png(canvas))
+    assert frame.shape == (50, 100, 4) and (frame[:, :, 3] < 255).any()
 
 
-def _sent_frame(canvas) -> object:
-    """The buffer of the one binary message ``canvas`` sent (via the fixture's ``sent``)."""
-    binary = [kwargs["buffers"][0] for args, kwargs in canvas.sent if kwargs.get("buffers")]
-    assert len(binary) == 1, canvas.sent
-    return binary[0]
+def test_each_move_of_a_displayed_explorer_sends_one_png_of_the_figure():
+    explorer = ScalingExplorer(trials=200)
+    box = explorer.widget
+    assert explorer.picture in box.children and explorer.picture.format == "png"
+    first = bytes(explorer.picture.value)
+    assert first.startswith(PNG_SIGNATURE), "displayed with its first frame"
+    sent = []
+    explorer.picture.observe(lambda change: sent.append(bytes(change["new"])), names="value")
+    explorer.width.value = 128
+    assert len(sent) == 1, f"{len(sent)} frames for one move"
+    width, height = (round(x) for x in explorer.fig.bbox.size)
+    assert decode(sent[0]).shape[:2] == (height, width)
+    assert sent[0] != first
 
 
-def _frame_before_initialized(canvas) -> bytes:
-    """A full frame sent as the kernel sends one before the page's "initialized" message."""
-    assert canvas.syncing_data_url, "a new canvas waits for the page's 'initialized'"
-    canvas._png_is_old = True
-    png = diff_image(canvas)
-    canvas.send_binary(png)
-    return png
-
-
-def test_ipympls_own_frame_before_initialized_is_raw_pixels(ipympl_canvas):
-    """ipympl 0.10's bug, which ExplorerCanvas works around: the page cannot decode this
-    frame, and the canvas then stays blank (explorers/canvas.py). If this fails, ipympl
-    has fixed it and ExplorerCanvas.send_binary can go."""
-    canvas = ipympl_canvas
-    png = _frame_before_initialized(canvas)
-    sent = _sent_frame(canvas)
-    height, width = canvas._last_buff.shape
-    assert not isinstance(sent, bytes) and np.asarray(sent).nbytes == width * height * 4
-    assert bytes(np.asarray(sent).tobytes())[:8] != png[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture
-def explorer_canvas(ipympl_canvas):
-    """The explorers' ipympl canvas (canvas.ExplorerCanvasFactory) on a drawn figure."""
-    from matplotlib.figure import Figure
-
-    from attention_lib.explorers.canvas import ExplorerCanvasFactory
-
-    canvas_class, _ = ExplorerCanvasFactory.classes()
-    fig = Figure(figsize=(4, 3))
-    canvas = canvas_class(fig)
-    canvas.sent = []
-    canvas.send = lambda *args, **kwargs: canvas.sent.append((args, kwargs))
-    fig.add_subplot().plot([0, 1, 2], [0, 1, 0])
-    matplotlib.backends.backend_agg.FigureCanvasAgg.draw(canvas)
-    return canvas
-
-
-def test_an_explorer_frame_before_initialized_is_the_png(explorer_canvas):
-    canvas = explorer_canvas
-    png = _frame_before_initialized(canvas)
-    assert _sent_frame(canvas) == png
-    drawn = np.asarray(canvas.get_renderer().buffer_rgba())  # (H, W, 4)
-    np.testing.assert_array_equal(decode(png), drawn)
-    # the picture saved with the widget meanwhile: a data: URL the page can load
-    prefix = "data:image/png;base64,"
-    assert canvas._data_url.startswith(prefix)
-    saved = base64.b64decode(canvas._data_url.removeprefix(prefix))
-    np.testing.assert_array_equal(decode(saved), drawn)
-
-
-def test_an_explorer_frame_after_initialized_is_the_png_alone(explorer_canvas):
-    canvas = explorer_canvas
-    canvas.syncing_data_url = False  # what the page's "initialized" message does
-    canvas._data_url = None
-    canvas._png_is_old = True
-    png = diff_image(canvas)
-    canvas.send_binary(png)
-    assert _sent_frame(canvas) == png
-    assert canvas._data_url is None, "no picture kept once the page shows the frames"
+def test_an_undisplayed_explorer_encodes_nothing():
+    explorer = VolumeKnobExplorer()
+    explorer.fig.canvas.draw_idle = lambda *a, **k: None
+    explorer.volume.value = 5.0
+    assert bytes(explorer.picture.value) == b"", "no page shows it: no frame is encoded"

@@ -2,12 +2,14 @@
 
 - The display bundle: the live widget's view, plus a still picture of the
   figure with its one-line note (``text/html``, ``text/plain``), so an
-  untrusted first open shows a picture, not ``VBox(children=...``.
-- The note widget: the same picture, shown by the box's style sheet only
-  when the widget is rebuilt from saved state without a kernel.
-- The ipympl canvas opens its page model already sized, with no header,
-  footer or toolbar (the 0 x 0 canvas after Run All came from a size sent
-  later); the resize handle is switched off after the page's model starts.
+  untrusted first open, nbconvert's HTML and a terminal show a picture, not
+  ``VBox(children=...``.
+- The picture is a core ``ipywidgets.Image`` holding the figure's last frame
+  (so the saved widget state carries it); the note widget, shown by the box's
+  style sheet only when the widget is rebuilt from saved state without a
+  kernel, says where the live version runs.
+- The canvas's timers fire on a running event loop (the kernel's), and never
+  without one.
 - Sizes: every figure at most 840 px wide (a 1280 x 800 laptop's cell is
   848) and short enough that two rows of controls still fit in 640 px;
   every slider's track at least 150 px; labels given the room they need.
@@ -18,17 +20,15 @@ from __future__ import annotations
 import base64
 import io
 import re
-import warnings
 
 import ipywidgets as widgets
-import matplotlib
 import numpy as np
 import pytest
 from PIL import Image
 from support import texts_outside
 
 from attention_lib.explorers import ScalingExplorer, VolumeKnobExplorer
-from attention_lib.explorers.canvas import STILL_NOTE, fit_class, fit_css
+from attention_lib.explorers.canvas import STILL_NOTE, ExplorerCanvas, still_css
 from attention_lib.explorers.controls import SLIDER_TRACK_PX
 from attention_lib.explorers.registry import builds
 
@@ -64,11 +64,13 @@ def test_the_display_bundle_carries_a_still_picture_and_the_note(name):
     width, height = (round(x) for x in explorer.fig.bbox.size)
     assert picture.shape == (height, width, 3)
     assert width <= MAX_WIDTH_PX and height <= MAX_HEIGHT_PX, (width, height)
-    # the note widget holds the same picture, for a page rebuilt without a kernel
+    # the Image holds the live frame, which its saved state keeps for a reopened notebook
+    live = np.asarray(Image.open(io.BytesIO(bytes(explorer.picture.value))).convert("RGB"))
+    assert live.shape == picture.shape
+    assert np.abs(live.astype(float) - picture).mean() < 1.0  # the still: 256 colours
     note = box.children[-1]
     assert "al-note" in note._dom_classes
-    np.testing.assert_array_equal(decode_html_png(note.value), picture)
-    assert STILL_NOTE in note.value and fit_class(explorer.fig) in note.value
+    assert STILL_NOTE in note.value and "<img" not in note.value
 
 
 def test_the_still_picture_is_the_figure_in_256_colours():
@@ -92,96 +94,50 @@ def test_the_picture_shows_the_state_at_display_time():
     assert np.any(before != after)
 
 
-def test_the_style_sheet_fits_the_canvas_and_shows_the_still_only_when_disconnected():
-    explorer = ScalingExplorer(trials=200)
-    css = fit_css(explorer.fig)
-    assert "aspect-ratio: 840 / 500" in css and ".al-fit-840x500" in css
-    assert re.search(r"canvas-div \{\s*width: 100% !important; height: auto !important", css)
+def test_the_style_sheet_fits_the_picture_and_shows_the_note_only_when_disconnected():
+    css = still_css()
+    assert ".al-explorer > .widget-image { width: 100%; height: auto; max-width: 100%;" in css
     assert ".al-explorer.jupyter-widgets-disconnected > .al-note { display: block; }" in css
-    hidden = re.search(
-        r"(\.al-explorer\.jupyter-widgets-disconnected > [^{]+)\{ display: none", css
-    )
-    assert hidden and ".al-controls" in hidden.group(1) and ".jupyter-matplotlib" in hidden.group(1)
+    assert ".al-explorer.jupyter-widgets-disconnected > .al-controls { display: none; }" in css
+    assert ".al-explorer > .al-note { display: none; }" in css
+    explorer = ScalingExplorer(trials=200)
     box = explorer.widget
     assert box.layout.max_width == "840px" and box.layout.width == "100%"
     assert "al-explorer" in box._dom_classes
+    assert list(box.children[0].children) == explorer.controls
+    assert isinstance(box.children[-2], widgets.Image) and box.children[-2] is explorer.picture
 
 
-# -- the ipympl canvas -----------------------------------------------------------------
-
-
-def ipympl_explorer():
-    """A volume knob on ipympl's canvas (ipympl 0.10's own Toolbar trips a traitlets warning)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "Passing unrecognized arguments", DeprecationWarning)
-        return VolumeKnobExplorer()
-
-
-@pytest.fixture
-def ipympl_backend(monkeypatch):
-    """pyplot's backend is ipympl for the test; every comm opened is recorded, not sent."""
-    import matplotlib.pyplot as plt
-
-    backend = matplotlib.get_backend()  # before the import: importing ipympl selects it
-    pytest.importorskip("ipympl")
-    opened = []
-
-    class Comm:
-        def __init__(self, **kwargs):
-            self.comm_id = f"comm{len(opened)}"
-            self.kernel = object()  # ipywidgets sends only on a comm with a kernel
-            self.sent = []
-            opened.append((self, kwargs))
-
-        def send(self, data=None, buffers=None, **_):
-            self.sent.append(data)
-
-        def on_msg(self, _callback):
-            pass
-
-        def close(self, *_, **__):
-            pass
-
-    monkeypatch.setattr(widgets.widgets.widget.comm, "create_comm", lambda **kw: Comm(**kw))
-    plt.switch_backend("module://ipympl.backend_nbagg")
-    try:
-        yield opened
-    finally:
-        plt.switch_backend(backend)
-
-
-def test_the_canvas_opens_sized_without_header_footer_or_toolbar(ipympl_backend):
-    explorer = ipympl_explorer()
-    canvas = explorer.fig.canvas
-    assert type(canvas).__name__ == "ExplorerCanvas"
-    comm, opening = next(
-        (c, kw)
-        for c, kw in ipympl_backend
-        if kw["data"]["state"].get("_model_name") == "MPLCanvasModel"
-    )
-    state = opening["data"]["state"]
-    assert list(state["_size"]) == [840, 420], "the page model is born with the figure's size"
-    assert state["header_visible"] is False and state["footer_visible"] is False
-    assert state["toolbar_visible"] is False
-    assert list(state["_dom_classes"]) == ["al-fit-840x420"]
-    # the resize handle: the page turns it on when its model starts, so it is turned off after
-    assert {"method": "update", "state": {"resizable": False}, "buffer_paths": []} in comm.sent
-    assert explorer.blits  # a browser canvas: moves are blitted frames
-
-
-def test_the_canvas_is_unknown_to_pyplot(ipympl_backend):
+def test_the_canvas_is_unknown_to_pyplot():
     import matplotlib.pyplot as plt
 
     before = plt.get_fignums()
-    ipympl_explorer()
+    box = VolumeKnobExplorer().widget
+    assert box.children
     assert plt.get_fignums() == before
 
 
-def test_under_agg_the_box_shows_the_figure_in_an_output(monkeypatch):
-    explorer = VolumeKnobExplorer()
-    box = explorer.widget
-    assert isinstance(box.children[1], widgets.Output)
-    assert list(box.children[0].children) == explorer.controls
+def test_timers_fire_on_a_running_event_loop_and_never_without_one():
+    import asyncio
+
+    from matplotlib.figure import Figure
+
+    canvas = ExplorerCanvas(Figure())
+    fired = []
+    idle = canvas.new_timer(interval=1)
+    idle.single_shot = True
+    idle.add_callback(lambda: fired.append("no loop"))
+    idle.start()  # no loop: never fires (Agg's own timers)
+
+    async def kernel():  # a kernel runs cells and widget messages on its event loop
+        timer = canvas.new_timer(interval=1)
+        timer.single_shot = True
+        timer.add_callback(lambda: fired.append("loop"))
+        timer.start()
+        await asyncio.sleep(0.2)
+
+    asyncio.run(kernel())
+    assert fired == ["loop"]
 
 
 # -- controls and sizes ----------------------------------------------------------------

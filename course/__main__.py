@@ -1,0 +1,85 @@
+"""``python -m course COMMAND``: the README's commands without ``make`` (Windows has none).
+
+python -m course lab [ARGS]     # make lab: .venv if missing, then JupyterLab on your copies
+python -m course test [ARGS]    # make test: ruff, then the whole test suite
+python -m course reset NB       # make reset NB=01: the course's version of one notebook again
+python -m course install        # only make or update .venv
+python -m course serve [ARGS]   # JupyterLab alone, in the running environment
+python -m course colab [--check]   # the notebooks' Colab set-up cells and the README's links
+python -m course site [--out DIR]  # the static site of the executed course
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from . import environment
+from .paths import REPO
+
+#: make test's pytest arguments: two workers, each file's tests on one (see the Makefile)
+PYTEST_ARGS = ["-n", "2", "--dist", "loadfile", "-m", "not soak"]
+
+
+def _in_venv(python: os.PathLike, args: list[str]) -> int:
+    """Run ``python -m course ARGS`` in the environment (this process's place where it can)."""
+    command = [str(python), "-m", "course", *args]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.name == "nt":
+        return subprocess.call(command, cwd=REPO)
+    os.chdir(REPO)
+    os.execv(command[0], command)
+    return 0  # pragma: no cover
+
+
+def _test(args: list[str]) -> int:
+    """ruff's lint and format checks, then pytest (make test)."""
+    for check in (["check", "."], ["format", "--check", "."]):
+        status = subprocess.call([sys.executable, "-m", "ruff", *check], cwd=REPO)
+        if status:
+            return status
+    extra = os.environ.get("PYTEST_ARGS")
+    pytest_args = extra.split() if extra is not None else PYTEST_ARGS
+    return subprocess.call([sys.executable, "-m", "pytest", *pytest_args, *args], cwd=REPO)
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if argv else 2
+    command, args = argv[0], argv[1:]
+    if command == "install":
+        environment.ensure()
+        return 0
+    if command in ("lab", "test", "reset"):  # in the course's environment, made if missing
+        python = environment.ensure()
+        if os.path.realpath(sys.prefix) != os.path.realpath(environment.VENV):
+            return _in_venv(python, argv)
+    if command in ("lab", "serve"):
+        from .lab import serve
+
+        return serve(args)
+    if command == "test":
+        return _test(args)
+    if command == "reset":
+        if len(args) != 1:
+            print("usage: python -m course reset 01 (a notebook's number or name)", file=sys.stderr)
+            return 2
+        script = REPO / "scripts" / "my_notebooks.py"
+        return subprocess.call([sys.executable, str(script), "reset", args[0]])
+    if command == "colab":
+        from .colab import main as colab
+
+        return colab(args)
+    if command == "site":
+        from .site import main as site
+
+        return site(args)
+    print(f"python -m course: unknown command {command!r}\n{__doc__}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

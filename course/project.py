@@ -1,0 +1,33 @@
+"""What pyproject.toml says about the course: its version and its repository's address."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+from .paths import REPO
+
+__all__ = ["repository", "version"]
+
+
+@cache
+def _pyproject() -> dict:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def version() -> str:
+    """The course's version, e.g. ``"0.1.0"`` (a release is tagged ``v<version>``)."""
+    return _pyproject()["project"]["version"]
+
+
+def repository() -> tuple[str, str]:
+    """(owner, name) of the course's GitHub repository, from ``[project.urls] Repository``."""
+    url = _pyproject()["project"]["urls"]["Repository"]
+    found = re.fullmatch(r"https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?/?", url)
+    if not found:
+        raise ValueError(f"pyproject.toml's Repository URL {url!r} is not a GitHub repository")
+    return found.group(1), found.group(2)
