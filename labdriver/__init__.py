@@ -10,7 +10,8 @@ Chromium is the system's, launched by Playwright through ``executable_path``.
 
 By job:
 
-- `server` (`start_lab`, `LabServer`, `scratch_lab`): the server, its token,
+- `server` (`start_lab`, `LabServer`, `scratch_lab`; `start_front_end` for plain
+  JupyterLab, Notebook 7 and Voila): the server, its token,
   its log, and a stop that always ends the process group it started (kernels
   included).
 - `browser` (`launch_chromium`, `chromium_browser`): the browser with the
@@ -20,7 +21,7 @@ By job:
   control and wait for the figure to redraw, and ask the notebook's own kernel
   what its explorers now hold (`NotebookPage.probe`, whose kernel side is
   ``kernel_probe.py``); `restart`, `restart_and_run_all`, `save_notebook`.
-- `views` (`widget_outputs`, `layout`, `frame_trace`): what the page shows.
+- `views` (`widget_outputs`, `layout`, `pictures`, `frame_trace`): what the page shows.
 - `sources`: the JavaScript the page runs, kept in ``js/*.js``, and the
   kernel's program, loaded from their files. `repo`: where the course is.
 
@@ -77,9 +78,10 @@ from .server import (
     running_lab,
     scratch_lab,
     spawn_logged,
+    start_front_end,
     start_lab,
 )
-from .views import frame_trace, layout, widget_outputs
+from .views import frame_trace, layout, pictures, widget_outputs
 
 __all__ = [
     "CHANGE_EVENTS",
@@ -108,6 +110,7 @@ __all__ = [
     "layout",
     "numbered_notebooks",
     "open_notebook",
+    "pictures",
     "random_token",
     "restart",
     "restart_and_run_all",
@@ -115,6 +118,7 @@ __all__ = [
     "save_notebook",
     "scratch_lab",
     "spawn_logged",
+    "start_front_end",
     "start_lab",
     "widget_outputs",
 ]

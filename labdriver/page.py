@@ -122,11 +122,13 @@ class NotebookPage:
         path: str,
         workspace: str,
         viewport: tuple[int, int] = (1280, 1000),
+        ui: str = "lab",
     ) -> NotebookPage:
         """Open ``path`` (relative to the server root) in a new workspace; wait for its kernel.
 
-        The page tracks the kernel's messages from then on (the waits of `run_all`,
-        `move` and `quiet` follow them).
+        ``ui``: ``"lab"`` (JupyterLab) or ``"notebook"`` (Jupyter Notebook 7, one notebook
+        a page). The page tracks the kernel's messages from then on (the waits of
+        `run_all`, `move` and `quiet` follow them).
         """
         context = browser.new_context(
             viewport={"width": viewport[0], "height": viewport[1]}, device_scale_factor=1
@@ -136,7 +138,8 @@ class NotebookPage:
         page.on("request", self._watch_request)
         page.add_init_script(_INIT_JS)
         page.set_default_timeout(MOVE_TIMEOUT_MS)  # clicks and key presses on a loaded machine
-        url = f"{server.url}/lab/workspaces/{workspace}/tree/{path}?token={server.token}"
+        where = {"lab": f"lab/workspaces/{workspace}/tree", "notebook": "notebooks"}[ui]
+        url = f"{server.url}/{where}/{path}?token={server.token}"
         page.goto(url, wait_until="commit", timeout=OPEN_TIMEOUT_MS)  # then wait for the app
         page.wait_for_function(_JS_READY, arg=path, timeout=OPEN_TIMEOUT_MS, polling=250)
         page.evaluate(_JS_TRACK_KERNEL)
@@ -243,7 +246,8 @@ class NotebookPage:
         """Do ``action`` on ``control`` as a learner would and wait for its figure to redraw.
 
         Slider actions are keys pressed on the focused handle (``"ArrowRight"``,
-        ``"End"``...); a toggle's action is the text of the button to click; a
+        ``"End"``...), or ``"track:F"``, a click on the track at fraction F of its width;
+        a toggle's action is the text of the button to click; a
         dropdown's the option to choose; a checkbox's ``"click"``. As a learner's
         hand does it: a handle not yet focused is grabbed first, `GRAB_MS` before
         the key; a click holds the button `CLICK_HOLD_MS`. The latency counts from
@@ -262,7 +266,18 @@ class NotebookPage:
         before = self.canvas(box)
         since = self.page.evaluate("() => performance.now()")
         element = self._locator(control)
-        if control["kind"] == "slider":
+        if control["kind"] == "slider" and action.startswith("track:"):
+            # a click on the track at that fraction of its width (Notebook 7 keeps arrow keys
+            # from a slider's handle: a learner there clicks or drags)
+            element.scroll_into_view_if_needed()
+            track = element.locator(".noUi-base").bounding_box()
+            fraction = float(action.removeprefix("track:"))
+            self.page.mouse.click(
+                track["x"] + fraction * track["width"],
+                track["y"] + track["height"] / 2,
+                delay=CLICK_HOLD_MS,
+            )
+        elif control["kind"] == "slider":
             handle = element.locator(".noUi-handle")
             if not handle.evaluate("(el) => el === document.activeElement"):
                 handle.focus()
@@ -284,9 +299,8 @@ class NotebookPage:
             state = self.page.evaluate(_JS_STATE, since)
             canvas = self.canvas(box)
             raise RedrawTimeout(_move_stuck(state, canvas, before, timeout_ms)) from error
-        times = self.page.evaluate(
-            _JS_FIRST_DRAW_AFTER, [box, since, CHANGE_EVENTS[control["kind"]]]
-        )
+        events = ["click"] if action.startswith("track:") else CHANGE_EVENTS[control["kind"]]
+        times = self.page.evaluate(_JS_FIRST_DRAW_AFTER, [box, since, events])
         drawn = times["input"] is not None and times["draw"] is not None
         latency = times["draw"] - times["input"] if drawn else None
         after = self.canvas(box)

@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -37,6 +38,7 @@ __all__ = [
     "running_lab",
     "scratch_lab",
     "spawn_logged",
+    "start_front_end",
     "start_lab",
 ]
 
@@ -56,7 +58,7 @@ class LabServer:
 
     proc: subprocess.Popen
     port: int
-    token: str
+    token: str | None  # None: a server without one (Voila)
     log_path: Path
 
     @property
@@ -69,7 +71,7 @@ class LabServer:
     def get(self, path: str, token: str | None = None) -> tuple[int, bytes]:
         """GET ``path`` with no proxy; ``token`` in an Authorization header (None: no token)."""
         request = urllib.request.Request(self.url + path)
-        if token is not None:
+        if token:
             request.add_header("Authorization", f"token {token}")
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         try:
@@ -152,28 +154,91 @@ def start_lab(
     args += list(extra_args)
     log_path = workdir / f"lab-{port}.log"
     proc = spawn_logged(args, REPO, env, log_path)
-    server = LabServer(proc, port, token or "", log_path)
+    return _answering(LabServer(proc, port, token or "", log_path), "/api/status", timeout)
+
+
+def _answering(server: LabServer, ready_path: str | None, timeout: float) -> LabServer:
+    """``server`` once ``ready_path`` answers 200 (its token read from its log first, when
+    it made its own), or once its port takes connections (``ready_path`` None); stopped,
+    with RuntimeError and the log's tail, if it exits or does not answer within ``timeout``
+    seconds."""
+    proc, log_path = server.proc, server.log_path
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise RuntimeError(
-                    f"python -m course serve exited with {proc.returncode}:\n{server.log_tail()}"
+                    f"{proc.args[1:4]} exited with {proc.returncode}:\n{server.log_tail()}"
                 )
-            if not server.token:
+            if server.token is not None and not server.token:
                 found = _TOKEN_IN_LOG.search(log_path.read_text(errors="replace"))
                 server.token = found.group(1) if found else ""
-            if server.token:
+            if ready_path is None:
+                with (
+                    contextlib.suppress(OSError),
+                    socket.create_connection(("127.0.0.1", server.port), timeout=1),
+                ):
+                    return server
+            elif server.token or server.token is None:
                 with contextlib.suppress(OSError):
-                    if server.get("/api/status", server.token)[0] == 200:
+                    if server.get(ready_path, server.token)[0] == 200:
                         return server
             time.sleep(0.25)
         raise RuntimeError(
-            f"JupyterLab did not answer within {timeout:.0f} s:\n{server.log_tail()}"
+            f"the server did not answer within {timeout:.0f} s:\n{server.log_tail()}"
         )
     except BaseException:
         server.stop()
         raise
+
+
+def start_front_end(
+    workdir: Path, front_end: str, notebook: str | None = None, timeout: float = 120.0
+) -> LabServer:
+    """A front end a learner may open the course in without ``make lab``, on a free port.
+
+    ``front_end``: ``"lab"`` (plain ``jupyter lab`` with none of the course's settings,
+    a learner who skips ``make``), ``"notebook"`` (Jupyter Notebook 7), both on a scratch
+    copy of ``notebooks/`` with a random token and the app exposed to the page; or
+    ``"voila"``, ``voila notebooks/NOTEBOOK`` run in the repository (where it reads
+    ``voila.json``), which has no token.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_TOKEN", "JUPYTER_CONFIG_PATH")}
+    env["JUPYTER_RUNTIME_DIR"] = str(workdir / "runtime")
+    env["JUPYTERLAB_SETTINGS_DIR"] = str(workdir / "user-settings")
+    env["JUPYTERLAB_WORKSPACES_DIR"] = str(workdir / "workspaces")
+    log_path = workdir / f"{front_end}-{port}.log"
+    if front_end == "voila":
+        if notebook is None:
+            raise ValueError("voila serves one notebook: name it")
+        args = [sys.executable, "-m", "voila", f"notebooks/{notebook}", f"--port={port}"]
+        args += ["--no-browser", "--Voila.ip=127.0.0.1"]
+        proc = spawn_logged(args, REPO, env, log_path)
+        server = LabServer(proc, port, None, log_path)
+        return _answering(server, None, timeout)  # a GET of / would run the notebook
+    if front_end not in ("lab", "notebook"):
+        raise ValueError(f"unknown front end {front_end!r}: lab, notebook or voila")
+    token = random_token()
+    env["JUPYTER_TOKEN"] = token
+    app = {"lab": "LabApp", "notebook": "JupyterNotebookApp"}[front_end]
+    args = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        front_end,
+        f"--ServerApp.root_dir={copy_notebooks(workdir / 'notebooks')}",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        "--ServerApp.open_browser=False",
+        "--ServerApp.ip=127.0.0.1",
+        f"--{app}.expose_app_in_browser=True",
+    ]
+    if os.geteuid() == 0:
+        args.append("--ServerApp.allow_root=True")
+    proc = spawn_logged(args, REPO, env, log_path)
+    return _answering(LabServer(proc, port, token, log_path), "/api/status", timeout)
 
 
 @contextlib.contextmanager

@@ -10,13 +10,16 @@ frames followed from the kernel's messages to its <img>, from ``trace.js``).
 
 from __future__ import annotations
 
+from typing import Any
+
 from .page import NotebookPage
 from .sources import js
 
-__all__ = ["frame_trace", "layout", "widget_outputs"]
+__all__ = ["frame_trace", "layout", "pictures", "widget_outputs"]
 
 _JS_WIDGET_OUTPUTS = js("widget_outputs")
 _JS_LAYOUT = js("layout")
+_JS_PICTURES = js("pictures")
 
 
 def widget_outputs(page: NotebookPage) -> list[dict]:
@@ -29,6 +32,12 @@ def widget_outputs(page: NotebookPage) -> list[dict]:
     rebuilt from saved state); ``still``: it holds an explorer's still picture.
     """
     return page.page.evaluate(_JS_WIDGET_OUTPUTS)
+
+
+def pictures(page: Any) -> list[dict]:
+    """Every explorer picture in ``page`` (a Playwright page, or a `NotebookPage`), in any
+    front end: its size, its draws so far and ``inked`` (0 when blank)."""
+    return getattr(page, "page", page).evaluate(_JS_PICTURES)
 
 
 def frame_trace(page: NotebookPage, output: dict, since: float = 0.0) -> list[str]:

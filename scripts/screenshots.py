@@ -73,7 +73,7 @@ def shoot(browser, server, name: str, size: tuple[int, int], out: Path) -> list[
     page = labdriver.open_notebook(browser, server, name, workspace, viewport=size)
     try:
         page.run_all()
-        page.page.wait_for_timeout(1500)  # let the layout and the canvases settle
+        page.page.wait_for_timeout(1500)  # let the layout and the pictures settle
         stem = name.removesuffix(".ipynb")
         page.page.evaluate(_JS_SCROLL_TO, 0)
         page.page.wait_for_timeout(500)

@@ -24,6 +24,7 @@ shows the Image's saved picture with a one-line note.
 from __future__ import annotations
 
 import html
+import threading
 from typing import Any
 
 import ipywidgets as widgets
@@ -33,7 +34,12 @@ from matplotlib.figure import Figure
 
 from .canvas import STILL_NOTE, ExplorerCanvas, data_url, frame_png, png_bytes, still_css
 
-__all__ = ["Explorer", "ExplorerBox", "StillBox", "key_weight_bars", "still_html"]
+__all__ = ["DRAWING", "Explorer", "ExplorerBox", "StillBox", "key_weight_bars", "still_html"]
+
+#: Held while an explorer draws. A front end may send widget messages to a kernel subshell
+#: (JupyterLab 4.6's default, "commsOverSubshells"), which ipykernel 7 runs on a thread of
+#: its own beside the cells and the event loop's timers; matplotlib assumes one thread.
+DRAWING = threading.RLock()
 
 
 class Explorer:
@@ -120,8 +126,9 @@ class Explorer:
         timer.single_shot = True
 
         def prepare() -> None:
-            if self._background is None:
-                self._draw_background()
+            with DRAWING:
+                if self._background is None:
+                    self._draw_background()
 
         timer.add_callback(prepare)
         timer.start()
@@ -134,8 +141,9 @@ class Explorer:
             self.controls.append(control)
 
     def _on_change(self, _change: dict[str, Any]) -> None:
-        self.update()
-        self.refresh()
+        with DRAWING:
+            self.update()
+            self.refresh()
 
     @property
     def displayed(self) -> bool:

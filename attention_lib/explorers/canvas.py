@@ -68,7 +68,9 @@ def still_css() -> str:
     box is rebuilt without a kernel, which also hides the controls."""
     return """<style>
 .al-explorer > .al-controls { flex-wrap: wrap; align-items: center; }
-.al-explorer > .widget-image { width: 100%; height: auto; max-width: 100%; object-fit: contain; }
+.al-explorer > .widget-image {
+  width: 100%; height: auto; max-width: 100%; margin-left: 0; margin-right: 0;
+}
 .al-explorer > .al-note { display: none; }
 .al-explorer.jupyter-widgets-disconnected > .al-note { display: block; }
 .al-explorer.jupyter-widgets-disconnected > .al-controls { display: none; }

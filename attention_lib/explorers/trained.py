@@ -29,7 +29,7 @@ from matplotlib.patches import FancyArrowPatch, Patch, Polygon, Rectangle
 from ..lessons.figures.style import HATCH_COLOUR, MASKED_COLOUR
 from ..model.catalogue import MODEL_LABELS
 from ..model.corpus import SHOWCASE
-from .base import Explorer, ExplorerBox
+from .base import DRAWING, Explorer, ExplorerBox
 from .controls import fit_label, fit_slider
 
 __all__ = ["HeadMapsExplorer", "WhereItLooksExplorer", "masked_staircase", "volume_words"]
@@ -70,8 +70,7 @@ class _RedrawsWords:
     axis): that change redraws the background, so the words stay out of ``live`` and every
     other move blits only what it changes (text is most of a frame's cost).
 
-    The new background goes out as a frame at once, as a blit does: asking the page for a
-    full redraw (``draw_idle``) costs a round trip to the browser and back first.
+    The new background goes out in the move's one frame, as a blit does.
     """
 
     sentence: widgets.Dropdown
@@ -134,6 +133,10 @@ class _KeepsBackgrounds(_RedrawsWords):
         self._prefetch_timer = timer  # kept alive until it stops itself
 
     def _prefetch_one(self) -> bool:
+        with DRAWING:
+            return self._prefetch_locked()
+
+    def _prefetch_locked(self) -> bool:
         """Draw and keep one more sentence's background; False, and the timer stops, when
         none is missing. The canvas's pixels are not sent: the next move first restores the
         shown sentence's background, as every move does."""
