@@ -60,8 +60,8 @@ def install_command() -> list[str]:
 
 def setup_cell_source() -> str:
     """The first code cell of every notebook."""
-    args = ", ".join(json.dumps(a) for a in install_command())
-    return (
+    items = "".join(f"            {json.dumps(a)},\n" for a in ["-m", "pip", *install_command()])
+    return (  # as ruff formats it: the notebooks are linted
         "# On Google Colab: install this course (this notebook's version) beside Colab's own\n"
         "# torch. Anywhere else this cell does nothing.\n"
         "import sys\n"
@@ -69,7 +69,13 @@ def setup_cell_source() -> str:
         'if "google.colab" in sys.modules:\n'
         "    import subprocess\n"
         "\n"
-        f'    subprocess.run([sys.executable, "-m", "pip", {args}], check=True)\n'
+        "    subprocess.run(\n"
+        "        [\n"
+        "            sys.executable,\n"
+        f"{items}"
+        "        ],\n"
+        "        check=True,\n"
+        "    )\n"
     )
 
 
@@ -89,7 +95,7 @@ def _setup_cell(existing: dict | None) -> dict:
         "id": (existing or {}).get("id", "colab-setup"),
         "metadata": {"jupyter": {"source_hidden": True}, "tags": [SETUP_TAG]},
         "outputs": [],
-        "source": setup_cell_source().splitlines(keepends=True),
+        "source": setup_cell_source().rstrip("\n").splitlines(keepends=True),
     }
     if existing is not None:  # keep what an execution recorded (nbval compares outputs: none)
         cell["execution_count"] = existing.get("execution_count")
