@@ -1,6 +1,6 @@
 """Fixtures for the browser tests: one JupyterLab, one Chromium, one page per notebook.
 
-The server is started with ``scripts/lab`` (what ``make lab`` runs) on a free
+The server is started with ``python -m course serve`` (how ``make lab`` serves) on a free
 localhost port with a random token, serving a scratch copy of ``notebooks/``
 (the browser runs cells and JupyterLab may autosave: never in the repo), with
 the learner's own JupyterLab settings swapped for an empty folder so only the

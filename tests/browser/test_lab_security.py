@@ -1,6 +1,6 @@
 """`make lab` is safe: localhost only, token required, and the repo's quiet defaults apply.
 
-The server here is started exactly as ``make lab`` starts it: ``scripts/lab``,
+The server here is started exactly as ``make lab`` starts it: ``python -m course serve``,
 which the Makefile's ``lab`` target calls, with JupyterLab making its own
 random token. The only additions are a free port and no browser window
 (`test_make_lab.py` runs ``make lab`` itself). No browser is needed.
@@ -21,12 +21,11 @@ import labdriver
 MAKEFILE = labdriver.REPO / "Makefile"
 
 
-def test_make_lab_runs_scripts_lab() -> None:
+def test_make_lab_runs_the_make_free_command() -> None:
     recipe = re.search(r"^lab:.*\n((?:\t.*\n)+)", MAKEFILE.read_text(), re.MULTILINE)
     assert recipe, "no `lab:` target in the Makefile"
     lines = [line.strip() for line in recipe.group(1).splitlines()]
-    assert len(lines) == 1, f"the lab recipe should be one call of scripts/lab, got {lines}"
-    assert re.fullmatch(r"(JUPYTER=\S+ )?scripts/lab", lines[0]), lines[0]
+    assert lines == ["$(PYTHON) -m course lab"], f"one call of python -m course lab, got {lines}"
 
 
 @pytest.fixture(scope="module")
@@ -97,9 +96,10 @@ def test_repo_defaults_switch_off_prompts(make_lab) -> None:
         ({}, ["--IdentityProvider.token="], "an empty token disables authentication"),
     ],
 )
-def test_scripts_lab_refuses_to_drop_the_token(env, args, message) -> None:
+def test_the_lab_command_refuses_to_drop_the_token(env, args, message) -> None:
     result = subprocess.run(
-        [str(labdriver.LAB_SCRIPT), *args],
+        [*labdriver.LAB_COMMAND, *args],
+        cwd=labdriver.REPO,
         env={"PATH": "/usr/bin:/bin", **env},
         capture_output=True,
         text=True,
@@ -109,6 +109,6 @@ def test_scripts_lab_refuses_to_drop_the_token(env, args, message) -> None:
     assert message in result.stderr
 
 
-def test_scripts_lab_refuses_another_address(tmp_path) -> None:
+def test_the_lab_command_refuses_another_address(tmp_path) -> None:
     with pytest.raises(RuntimeError, match="ip only accepts one value"):
         labdriver.start_lab(tmp_path, extra_args=["--ServerApp.ip=0.0.0.0"], timeout=60)

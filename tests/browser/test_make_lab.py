@@ -5,7 +5,7 @@ tracked and unignored files, no ``my-notebooks/``), with a clean environment
 and a home folder of its own, as the learner who owns that checkout:
 
 - **root**, as in most containers (JupyterLab refuses root unless told;
-  scripts/lab tells it, and says so);
+  course/lab.py tells it, and says so);
 - **an ordinary user**: this test's own user when it is not root; when it is,
   the unprivileged ``nobody`` (uid 65534) through ``setpriv``, with the
   checkout and the home folder given to that user.

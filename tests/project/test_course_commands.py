@@ -1,0 +1,163 @@
+"""The routes into the course without Linux's tools: Colab's set-up cell and links, and the
+make-free commands (``python -m course lab``, ``python -m course test``) for Windows.
+
+- The set-up cell that opens every notebook, both ways: outside Colab it runs
+  nothing and prints nothing (so nbval sees no output); under a stand-in
+  ``google.colab`` module it runs exactly the pip command that installs this
+  course at the notebook's version without touching torch. The cells and the
+  README's links are generated from pyproject.toml and must be current.
+- ``python -m course lab`` and ``python -m course test`` run with ``make``
+  absent from ``PATH``, started by the system's own Python as a Windows learner
+  starts them; nothing on a learner's path is a shell script.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+import labdriver
+from course import colab
+
+REPO = labdriver.REPO
+NOTEBOOKS = labdriver.numbered_notebooks()
+#: the command, literally, that a learner's Colab runs for this version of the course
+EXPECTED_INSTALL = [
+    "-m",
+    "pip",
+    "install",
+    "--quiet",
+    "--no-deps",
+    "attention-lib @ git+https://github.com/attention-three-ways/attention-course@v0.1.0",
+    "array-api-compat==1.16.0",
+]
+
+
+def run_setup_cell(monkeypatch, under_colab: bool) -> tuple[list[list[str]], str]:
+    """Run the set-up cell's code as a kernel would; (commands it ran, what it printed)."""
+    ran: list[list[str]] = []
+    monkeypatch.setattr(subprocess, "run", lambda args, **_: ran.append(list(args)))
+    if under_colab:
+        google = types.ModuleType("google")
+        google.colab = types.ModuleType("google.colab")
+        monkeypatch.setitem(sys.modules, "google", google)
+        monkeypatch.setitem(sys.modules, "google.colab", google.colab)
+    else:
+        monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        exec(compile(colab.setup_cell_source(), "<setup cell>", "exec"), {})
+    return ran, printed.getvalue()
+
+
+def test_outside_colab_the_setup_cell_runs_and_prints_nothing(monkeypatch):
+    ran, printed = run_setup_cell(monkeypatch, under_colab=False)
+    assert ran == [] and printed == ""
+
+
+def test_under_colab_the_setup_cell_installs_this_version_without_torch(monkeypatch):
+    ran, _ = run_setup_cell(monkeypatch, under_colab=True)
+    assert ran == [[sys.executable, *EXPECTED_INSTALL]]
+    assert not any("torch" in arg for arg in ran[0]), "Colab's own torch stays"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_notebook_opens_with_the_current_setup_cell(path):
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    first = next(c for c in cells if c["cell_type"] == "code")
+    assert colab.SETUP_TAG in first["metadata"]["tags"]
+    assert "".join(first["source"]) == colab.setup_cell_source().rstrip("\n")
+    assert first["outputs"] == [], "elsewhere than Colab the cell prints nothing"
+
+
+def test_the_cells_and_links_are_generated_from_pyproject():
+    assert colab.main(["--check"]) == 0, "run python -m course colab"
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for path in NOTEBOOKS:
+        link = (
+            "https://colab.research.google.com/github/attention-three-ways/attention-course"
+            f"/blob/v0.1.0/notebooks/{path.name}"
+        )
+        assert f"[{path.stem}]({link})" in readme, f"no Open in Colab link for {path.name}"
+
+
+def test_no_shell_script_on_a_learners_path():
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    scripts = [
+        name
+        for name in tracked
+        if (REPO / name).is_file()
+        and (REPO / name).read_bytes()[:32].startswith((b"#!/bin/bash", b"#!/usr/bin/env bash"))
+    ]
+    assert [s for s in scripts if not s.startswith(".ci/")] == [], "bash on a learner's path"
+
+
+# -- without make -------------------------------------------------------------------------
+
+
+def without_make(tmp_path: Path) -> dict[str, str]:
+    """An environment whose PATH has no ``make`` (nor anything else but git)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to(shutil.which("git"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "JUPYTER_TOKEN")}
+    env["PATH"] = str(bin_dir)
+    env["HOME"] = str(tmp_path / "home")
+    assert shutil.which("make", path=env["PATH"]) is None
+    return env
+
+
+def base_python() -> str:
+    """The Python a learner starts it with: the one the course's environment was made from."""
+    return str(Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}")
+
+
+def test_python_m_course_test_runs_without_make(tmp_path):
+    env = without_make(tmp_path)
+    env["PYTEST_ARGS"] = "-q -p no:cacheprovider tests/project/test_packaging.py -k readme"
+    result = subprocess.run(
+        [base_python(), "-m", "course", "test"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert re.search(r"\d+ passed", result.stdout), result.stdout[-2000:]
+
+
+def test_python_m_course_lab_serves_without_make(tmp_path):
+    env = without_make(tmp_path)
+    env["LAB_ROOT_DIR"] = str(labdriver.copy_notebooks(tmp_path / "notebooks"))
+    env["JUPYTER_RUNTIME_DIR"] = str(tmp_path / "runtime")
+    env["JUPYTER_TOKEN"] = token = labdriver.random_token()
+    port = labdriver.free_port()
+    args = [base_python(), "-m", "course", "lab", f"--ServerApp.port={port}", "--no-browser"]
+    proc = labdriver.spawn_logged(args, REPO, env, tmp_path / "lab.log")
+    server = labdriver.LabServer(proc, port, token, tmp_path / "lab.log")
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                if server.get("/api/status", token)[0] == 200:
+                    break
+            time.sleep(0.25)
+        else:
+            pytest.fail(f"python -m course lab did not serve:\n{server.log_tail()}")
+        assert server.get("/api/status", None)[0] == 403, "the token is still required"
+    finally:
+        server.stop()
