@@ -9,6 +9,7 @@ beginner page's), math as MathML, and only relative links that resolve.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -222,3 +223,33 @@ def test_binder_link_is_read_from_pyproject():
         f"https://mybinder.org/v2/gh/{owner_name}/v{site.version()}"
         "?urlpath=lab/tree/notebooks/01_beginner_crowded_room.ipynb"
     )
+
+
+def test_pages_in_a_browser_load_nothing_from_outside_and_draw_every_picture(built):
+    """Each page opened from disk in Chromium: no request leaves the folder, every <img>
+    decodes, and the MathML takes space on the page (a browser that shows it)."""
+    from labdriver.browser import chromium_browser, chromium_missing
+
+    why = chromium_missing()
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set and the browser cannot run: {why}")
+        pytest.skip(why)
+    requests: list[str] = []
+    with chromium_browser() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.on("request", lambda request: requests.append(request.url))
+        for path in sorted(built.glob("*.html")):
+            page.goto(path.as_uri(), wait_until="load", timeout=120_000)
+            drawn = page.evaluate(
+                "() => [...document.images].map(i => i.complete && i.naturalWidth > 0)"
+            )
+            assert all(drawn), f"{path.name}: {drawn.count(False)} pictures not drawn"
+            math = page.evaluate(
+                "() => [...document.querySelectorAll('math')]"
+                ".filter(m => !m.closest('details:not([open])'))"
+                ".filter(m => m.getBoundingClientRect().width === 0).length"
+            )
+            assert math == 0, f"{path.name}: {math} formulas take no space"
+    outside = [url for url in requests if not url.startswith(("file:", "data:"))]
+    assert not outside, outside[:5]
