@@ -40,6 +40,17 @@ def test_environment_yml_lists_the_same_pins_as_pyproject():
     assert listed == expected
 
 
+def test_environment_yml_installs_the_course_itself():
+    """conda installs the pins; pip then installs the course from the file's folder (conda
+    runs pip there), finding every requirement already installed."""
+    import yaml  # jupyter-events' requirement, so JupyterLab's
+
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip_sections = [d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d]
+    assert pip_sections == [["-e ."]]
+    assert "pip" in env["dependencies"]
+
+
 def test_every_requirement_is_pinned_exactly():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     for requirement in project["dependencies"]:
