@@ -53,7 +53,7 @@ def main(argv: list[str]) -> int:
     if command == "install":
         environment.ensure()
         return 0
-    if command in ("lab", "test", "reset"):  # in the course's environment, made if missing
+    if command in ("lab", "test", "reset", "site"):  # in the course's environment, made if missing
         python = environment.ensure()
         if os.path.realpath(sys.prefix) != os.path.realpath(environment.VENV):
             return _in_venv(python, argv)

@@ -238,9 +238,6 @@ def test_binder_steps_in_a_fresh_environment_pass_nbval_on_00(tmp_path):
     assert re.search(r"\d+ passed", ran.stdout) and "failed" not in ran.stdout
 
 
-# README.md gets its Binder link when issue 37's parts are merged (this branch may not edit
-# it): strict, so the link's arrival fails this test until the mark goes.
-@pytest.mark.xfail(strict=True, reason="README's Binder link is added at the merge of issue 37")
 def test_readme_links_to_binder_at_the_repository_and_version():
     from course.site import binder_link
 
