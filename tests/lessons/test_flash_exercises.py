@@ -27,7 +27,7 @@ from attention_lib.lessons.exercises.solutions import (
 
 pytestmark = pytest.mark.filterwarnings("error")
 
-update = solution_function("online_update")
+update = online_update = solution_function("online_update")
 
 # -- exercise 1: wrong updates -------------------------------------------------------------
 
@@ -179,7 +179,7 @@ def tiled(
             keep = (mask if mask and is_causal else lambda r, c: c <= r if is_causal else c >= 0)(
                 rows, cols
             )
-            m, total, acc = update(m, total, acc, np.where(keep, s, -np.inf), v[k0:k1])
+            m, total, acc = online_update(m, total, acc, np.where(keep, s, -np.inf), v[k0:k1])
         out[r0:r1] = acc / total if divide else acc
         lse[r0:r1] = (lse_of or (lambda m, t: m + np.log(t)))(m, total)[:, 0]
     return out, lse
@@ -249,6 +249,51 @@ def test_each_tiling_mistake_gets_its_own_message(cause, words, fn):
     assert not report.passed
     assert report.cause == cause, str(report)
     assert words in report.hint, report.hint
+
+
+def untiled_one_call(q, k, v, block_q, block_k, is_causal=False):
+    """The whole score matrix in one online_update call: right numbers, no tiles."""
+    s = masked_scores(q, k, is_causal=is_causal)  # (L, S)
+    m, total, acc = online_update(
+        np.full((len(q), 1), -np.inf), np.zeros((len(q), 1)), np.zeros((len(q), v.shape[-1])), s, v
+    )
+    return acc / total, (m + np.log(total))[:, 0]
+
+
+def no_update_at_all(q, k, v, block_q, block_k, is_causal=False):
+    """The reference, no online softmax at all."""
+    s = masked_scores(q, k, is_causal=is_causal)  # (L, S)
+    lse = np.logaddexp.reduce(s, axis=-1)  # (L,)
+    return np.exp(s - lse[:, None]) @ v, lse
+
+
+def own_arithmetic(q, k, v, block_q, block_k, is_causal=False):
+    """Calls online_update on tiles for show (scores of 0), answers from the whole matrix."""
+    tiled(np.zeros_like(q), k, v, block_q, block_k, is_causal)
+    return no_update_at_all(q, k, v, block_q, block_k, is_causal)
+
+
+TILING_GAPS = [
+    ("not tiled", "larger than one tile", untiled_one_call),
+    ("no online_update", "never called online_update", no_update_at_all),
+    ("tile above diagonal", "stop each query block's key", _with(key_stop=lambda s, r1, bk: s)),
+    ("own arithmetic", "let exercise 1's update do the arithmetic", own_arithmetic),
+]
+
+
+@pytest.mark.parametrize(("cause", "words", "fn"), TILING_GAPS, ids=[g[0] for g in TILING_GAPS])
+def test_a_right_answer_that_is_not_tiled_by_online_update_does_not_pass(cause, words, fn):
+    # the numbers are right: what fails is how they were reached
+    report = check_flash_forward(fn, verbose=False)
+    assert not report.passed
+    assert report.cause == cause, str(report)
+    assert words in report.hint, report.hint
+    assert all(c.max_abs_error is not None and c.max_abs_error < 1e-9 for c in report.cases)
+
+
+def test_the_watched_online_update_is_put_back():
+    check_flash_forward(_with(), verbose=False)
+    assert online_update is update and globals()["online_update"] is update
 
 
 def test_a_bottom_right_mask_is_named_where_it_leaves_rows_without_keys():

@@ -69,6 +69,14 @@ MISTAKES = {
         wrong("tl.dot(p.to(v.dtype), v)", "tl.dot(p, v)"),
     ),
 }
+# natural-log scores and tl.exp: the same weights, so the output is right, but m is in
+# natural units where the skeleton expects log2 units, and the stored lse is off
+MISTAKES["lse units"] = (
+    "the output is right, but the stored lse is off",
+    SOLUTION.replace("* qk_scale", "* (qk_scale * 0.6931471805599453)").replace(
+        "tl.math.exp2", "tl.exp"
+    ),
+)
 DECORATED = "@triton.jit\n" + SOLUTION
 UNDEFINED = wrong("rescale = tl.math.exp2(m - m_new)", "rescale = my_helper(m, m_new)")
 
