@@ -11,6 +11,8 @@ Notebook 02 (the reference call, in numpy):
     scale_rule      `check_scale_rule`: your scale as a function of the head width
     combined_mask   `check_combined_mask`: one mask for a padded, causal batch
     decode          `check_decode_step`: a KV-cache decode step, append then attend
+    multi_head      `check_multi_head`: project, split into heads, attend at the head's
+                    width, merge
 
 Notebook 07 (FlashAttention, built by hand):
 
@@ -34,6 +36,7 @@ from .decode import DecodeCheck, check_decode_step
 from .flash_backward import FlashBackwardCheck, check_flash_backward
 from .flash_forward import FlashForwardCheck, check_flash_forward
 from .key_block import KeyBlockCheck, check_key_block, check_key_blocks
+from .multi_head import MultiHeadCheck, check_multi_head
 from .online_update import OnlineUpdateCheck, check_online_update
 from .scale_rule import ScaleRuleCheck, check_scale_rule
 from .solutions import FLASH_SOLUTIONS, SOLUTIONS, solution_function, solution_scope
@@ -50,6 +53,7 @@ __all__ = [
     "FlashForwardCheck",
     "KeyBlockCheck",
     "MaskCheck",
+    "MultiHeadCheck",
     "OnlineUpdateCheck",
     "ScaleRuleCheck",
     "Solution",
@@ -60,6 +64,7 @@ __all__ = [
     "check_flash_forward",
     "check_key_block",
     "check_key_blocks",
+    "check_multi_head",
     "check_online_update",
     "check_scale_rule",
     "skeleton_source",
