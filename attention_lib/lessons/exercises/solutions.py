@@ -8,8 +8,9 @@ checker.
 
 - `SOLUTIONS`: notebook 02's five (``under_divided``, ``my_attention``,
   ``combined_mask``, ``decode_step``, ``multi_head``).
-- `FLASH_SOLUTIONS`: notebook 07's four: ``online_update`` (exercise 1,
-  numpy), ``flash_forward`` (exercise 2, numpy; it calls
+- `FLASH_SOLUTIONS`: notebook 07's: ``online_update`` (exercise 1,
+  numpy); exercise 2's steps ``key_loop`` (it calls ``online_update``),
+  ``key_stop`` and ``diagonal_mask``, then ``flash_forward`` (numpy; it calls
   ``online_update``), ``flash_backward`` (exercise 3, numpy) and
   ``key_block`` (exercise 4, the body of the Triton kernel's key loop,
   `attention_lib.lessons.exercises.triton_skeleton`; Triton code, run only by
@@ -167,6 +168,30 @@ def online_update(m, total, acc, s, v):
     return m_new, total_new, acc_new
 """
 
+_KEY_LOOP = """\
+def key_loop(q, k, v, block_k):
+    scale = q.shape[-1] ** -0.5  # 1 / sqrt(E)
+    m = np.full((len(q), 1), -np.inf)  # (bq, 1): nothing seen yet
+    total = np.zeros((len(q), 1))  # (bq, 1)
+    acc = np.zeros((len(q), v.shape[-1]))  # (bq, Ev)
+    for k0 in range(0, len(k), block_k):  # the last block may be short
+        s = q @ k[k0 : k0 + block_k].T * scale  # (bq, bk)
+        m, total, acc = online_update(m, total, acc, s, v[k0 : k0 + block_k])
+    return acc / total, (m + np.log(total))[:, 0]
+"""
+
+_KEY_STOP = """\
+def key_stop(r1, length_k, is_causal):
+    return min(length_k, r1) if is_causal else length_k  # rows < r1 see keys < r1
+"""
+
+_DIAGONAL_MASK = """\
+def diagonal_mask(s, r0, k0):
+    rows = np.arange(r0, r0 + s.shape[0])[:, None]  # (bq, 1): query i
+    cols = np.arange(k0, k0 + s.shape[1])[None, :]  # (1, bk): key j
+    return np.where(cols <= rows, s, -np.inf)  # (bq, bk)
+"""
+
 _FLASH_FORWARD = """\
 def flash_forward(q, k, v, block_q, block_k, is_causal=False):
     length, keys = q.shape[0], k.shape[0]
@@ -249,6 +274,52 @@ FLASH_SOLUTIONS: dict[str, Solution] = {
             "(shifted by 0 where m_new is -inf).",
         ),
     ),
+    "key_loop": Solution(
+        "key_loop",
+        _KEY_LOOP,
+        "One block of queries starts from the empty state, m = -inf, total = 0, acc = 0, and "
+        "hands each block of keys' scores to online_update; the last block is whatever is "
+        "left, and k[k0 : k0 + block_k] is short there by itself. Only after the last block "
+        "is acc divided by total, and lse = m + log(total) is kept for the backward pass.",
+        hints=(
+            "The idea: exercise 1 does the arithmetic; this step is only the walk. Start "
+            "empty, feed online_update one block of keys at a time, divide at the end.",
+            "The shapes: m and total (bq, 1), acc (bq, Ev); a block's scores are "
+            "q @ k[k0 : k0 + block_k].T, (bq, <= block_k), times 1/sqrt(E).",
+            "The line: m, total, acc = online_update(m, total, acc, s, v[k0 : k0 + block_k]) "
+            "inside for k0 in range(0, len(k), block_k).",
+        ),
+    ),
+    "key_stop": Solution(
+        "key_stop",
+        _KEY_STOP,
+        "The rows of the block are r0 to r1 - 1, and with is_causal row i sees keys 0 to i, "
+        "so no row of the block sees key r1 or later: the tiles from there on lie wholly above "
+        "the diagonal and are never computed. With L > S, r1 can pass the last key, hence "
+        "the min. Without is_causal every row sees every key.",
+        hints=(
+            "The idea: with is_causal, the last row of the block sees the most keys; no key "
+            "after it can matter to any row of the block.",
+            "The shapes: the block's rows are r0 .. r1 - 1; the loop is range(0, stop, "
+            "block_k), so stop is one past the last key to visit.",
+            "The line: min(length_k, r1) when causal, length_k otherwise.",
+        ),
+    ),
+    "diagonal_mask": Solution(
+        "diagonal_mask",
+        _DIAGONAL_MASK,
+        "Inside a tile, row a is query r0 + a and column b is key k0 + b; the mask compares "
+        "those global indices, not the tile's own. With PyTorch's top-left alignment query i "
+        "sees keys j <= i, the diagonal included, whatever L and S are. Masked scores become "
+        "-inf, so exp gives them exactly zero weight.",
+        hints=(
+            "The idea: the causal rule is about positions in the whole sequence, not in the "
+            "tile: key j is visible to query i when j <= i.",
+            "The shapes: rows np.arange(r0, r0 + bq)[:, None] (bq, 1) against columns "
+            "np.arange(k0, k0 + bk)[None, :] (1, bk) broadcast to the tile, (bq, bk).",
+            "The line: np.where(cols <= rows, s, -np.inf).",
+        ),
+    ),
     "flash_forward": Solution(
         "flash_forward",
         _FLASH_FORWARD,
@@ -312,7 +383,7 @@ FLASH_SOLUTIONS: dict[str, Solution] = {
 }
 
 # the solutions whose functions a solution's code calls
-_BUILDS_ON = {"flash_forward": ("online_update",)}
+_BUILDS_ON = {"flash_forward": ("online_update",), "key_loop": ("online_update",)}
 
 
 def solution_scope(name: str) -> dict[str, Any]:
