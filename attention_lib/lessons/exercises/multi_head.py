@@ -60,16 +60,16 @@ def multi_head_cases(seed: int = 0) -> list[_HeadCase]:
     scale the learner picks shows in the weights as it would at initialisation.
     """
     rng = np.random.default_rng(seed)
-    cases = []
-    for name, batch, length, d_model, n_heads in [
-        ("4 heads", 2, 5, 64, 4),
-        ("2 heads", 1, 7, 32, 2),
-        ("3 heads", 2, 4, 48, 3),
-    ]:
-        x = rng.normal(size=(batch, length, d_model))  # (B, T, D)
-        weights = tuple(rng.normal(size=(d_model, d_model)) / math.sqrt(d_model) for _ in range(4))
-        cases.append(_HeadCase(name, x, weights, n_heads))
-    return cases
+    plan = [("4 heads", 2, 5, 64, 4), ("2 heads", 1, 7, 32, 2), ("3 heads", 2, 4, 48, 3)]
+    return [
+        _HeadCase(
+            name,
+            rng.normal(size=(batch, length, d_model)),  # x (B, T, D)
+            tuple(rng.normal(size=(d_model, d_model)) / math.sqrt(d_model) for _ in range(4)),
+            heads,
+        )
+        for name, batch, length, d_model, heads in plan
+    ]
 
 
 def _multi_head(
@@ -132,9 +132,7 @@ class MultiHeadCheck(CheckReport):
     """`check_multi_head`'s report."""
 
     SUBJECT: ClassVar[str] = "the reference multi-head layer"
-    QUESTION: ClassVar[str] = (
-        "After the split, how wide is one head, and which number goes under the square root?"
-    )
+    QUESTION: ClassVar[str] = "After the split, how wide is a head, and what goes under the root?"
 
 
 def _run_head_case(fn: Callable[..., Any], case: _HeadCase) -> CaseResult:
