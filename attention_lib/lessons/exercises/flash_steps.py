@@ -51,7 +51,7 @@ class KeyLoopCheck(FlashForwardCheck):
 class KeyStopCheck(CheckReport):
     """Step 2b's report."""
 
-    SUBJECT: ClassVar[str] = "the last key a causal query block can see"
+    SUBJECT: ClassVar[str] = "where each query block's key loop must stop"
     QUESTION: ClassVar[str] = (
         "With is_causal, which is the last key any row of the block r0..r1-1 may see?"
     )
