@@ -56,7 +56,12 @@ REVEAL_TIMEOUT_MS = labdriver.MOVE_TIMEOUT_MS
 def asks(name: str) -> bool:
     """Whether the saved notebook shows a box that asks before telling."""
     text = (labdriver.REPO / "notebooks" / name).read_text()
-    markers = (f'class="{reveal.STILL}"', reveal.Prediction.STILL, reveal.SolutionGate.STILL)
+    markers = (
+        f'class="{reveal.STILL}"',
+        reveal.Prediction.STILL,
+        reveal.SolutionGate.STILL,
+        gate.NOTE,
+    )
     return any(marker in text for marker in markers)
 
 
@@ -155,8 +160,7 @@ def check_answers_wait(page: labdriver.NotebookPage, tmp_path: Path) -> None:
 
     for b, box in enumerate(boxes):
         where = f"box {b} (cell {box['cell']})"
-        if box["guess"]:
-            _guess(page, b)
+        _guess(page, b)  # a choice to pick, or an exercise's hints to open first
         button = page.page.locator(f".jp-Notebook .{reveal.BOX}").nth(b)
         button = button.locator(f"button.{reveal.BUTTON}")
         if button.is_disabled():

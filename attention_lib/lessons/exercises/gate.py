@@ -38,7 +38,17 @@ from .base import SECONDS, CheckReport, Solution, TimeLimit, time_limit
 from .scale_rule import ScaleRuleCheck
 from .solutions import FLASH_SOLUTIONS, SOLUTIONS, solution_scope
 
-__all__ = ["ANSWER", "BOX", "BUTTON", "HINT", "HINT_BUTTON", "STILL", "ExerciseGate", "feedback"]
+__all__ = [
+    "ANSWER",
+    "BOX",
+    "BUTTON",
+    "HINT",
+    "HINT_BUTTON",
+    "NOTE",
+    "STILL",
+    "ExerciseGate",
+    "feedback",
+]
 
 BOX = "al-reveal"
 ANSWER = "al-reveal-answer"
@@ -46,6 +56,8 @@ BUTTON = "al-reveal-button"
 STILL = "al-reveal-still"
 HINT = "al-hint"
 HINT_BUTTON = "al-hint-button"
+#: the box's still version, saved with the notebook (the browser tests look for it)
+NOTE = "Hints and a solution open here once the notebook runs."
 
 
 def feedback(report: Any) -> str:
@@ -81,13 +93,11 @@ def _solution_function(solution: Solution) -> Callable[..., Any] | None:
 class _GateBox(widgets.VBox):
     """The gate's box; displayed, its bundle also holds a one-line still version."""
 
-    note = "Hints and a solution open here once the notebook runs."
-
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
         data = super()._repr_mimebundle_(**kwargs)
         if data is not None:
-            data["text/html"] = f'<p class="{STILL}"><em>{html.escape(self.note)}</em></p>'
-            data["text/plain"] = self.note
+            data["text/html"] = f'<p class="{STILL}"><em>{html.escape(NOTE)}</em></p>'
+            data["text/plain"] = NOTE
         return data
 
 
