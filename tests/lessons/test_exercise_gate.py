@@ -130,3 +130,18 @@ def test_the_flash_gate_shows_the_solution_run_through_its_checker() -> None:
 def test_an_unknown_exercise_is_refused() -> None:
     with pytest.raises(KeyError, match="no exercise 'nope'"):
         ExerciseGate(print, "nope")
+
+
+def test_without_triton_the_kernel_gate_says_so_in_one_line(monkeypatch, capsys) -> None:
+    import importlib.util as util
+
+    from attention_lib.lessons.exercises import check_key_block
+
+    real = util.find_spec
+    monkeypatch.setattr(util, "find_spec", lambda n, *a: None if n == "triton" else real(n, *a))
+    gate = ExerciseGate(lambda fn: check_key_block(fn, verbose=False), "key_block", seconds=None)
+    source = FLASH_SOLUTIONS["key_block"].code
+    assert gate.attempt(source).cause == "no triton"
+    out = capsys.readouterr().out
+    assert out.startswith("Triton is not installed here") and "Not yet" not in out
+    assert out.strip().endswith("the solution below opens on request, after its hints")

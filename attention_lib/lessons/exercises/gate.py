@@ -70,8 +70,8 @@ def feedback(report: Any) -> str:
             f"{report.SUBJECT} on {len(report.cases)} cases."
         )
     text = str(report)
-    if getattr(report, "passed", False):
-        return text
+    if getattr(report, "passed", False) or getattr(report, "cause", "") == "no triton":
+        return text  # nothing of the learner's to fix where Triton cannot be installed
     if isinstance(report, ScaleRuleCheck) and not report.divisor_problem:
         text = "\n".join(text.splitlines()[:-1])  # "expected them to ...": the goal below says it
         return f"{text}\nNot yet: you are after weights that {report.expected} as d grows."

@@ -202,7 +202,7 @@ def _lse_off(lse: np.ndarray, want: np.ndarray) -> float:
 
 _NO_TRITON = (
     "Triton is not installed here (it needs Linux: pip install -e '.[triton]'), so the kernel "
-    "cannot run; the solution below opens on request"
+    "cannot run; the solution below opens on request, after its hints"
 )
 
 
