@@ -11,7 +11,9 @@ and every exercise's solution in the course, whatever notebook shows it):
 - the widgets that hold its answer have ``al-reveal-answer`` (`reveal.ANSWER`) and are not
   displayed until the answer is asked for;
 - the button that asks has ``al-reveal-button`` (`reveal.BUTTON`): a prediction's "Lock in
-  my guess", a solution's "Show the solution";
+  my guess", a solution's "Show the solution" (in an exercise's box,
+  `attention_lib.lessons.exercises.gate`, enabled once its hints are all open: the test
+  opens them first, as the learner's "guess");
 - a prediction's guess has ``al-reveal-guess`` (`reveal.GUESS`): a choice starts with
   nothing picked, so the test picks its first option; a slider keeps the value it shows;
 - the box's still line, saved with the notebook's outputs, is a paragraph of class
@@ -42,6 +44,7 @@ import pytest
 
 import labdriver
 from attention_lib.explorers import reveal
+from attention_lib.lessons.exercises import gate
 
 #: A shared run of this many words between an answer's prose and what is on the page counts
 #: as the answer being on the page (the lesson-overlap hook uses 8 for copied sentences).
@@ -53,7 +56,12 @@ REVEAL_TIMEOUT_MS = labdriver.MOVE_TIMEOUT_MS
 def asks(name: str) -> bool:
     """Whether the saved notebook shows a box that asks before telling."""
     text = (labdriver.REPO / "notebooks" / name).read_text()
-    markers = (f'class="{reveal.STILL}"', reveal.Prediction.STILL, reveal.SolutionGate.STILL)
+    markers = (
+        f'class="{reveal.STILL}"',
+        reveal.Prediction.STILL,
+        reveal.SolutionGate.STILL,
+        gate.NOTE,
+    )
     return any(marker in text for marker in markers)
 
 
@@ -114,11 +122,16 @@ def _table_lines(text: str) -> set[str]:
 
 
 def _guess(page: labdriver.NotebookPage, b: int) -> None:
-    """Make a guess in box ``b`` as a learner would: pick a choice's first option."""
+    """Make a guess in box ``b`` as a learner would: pick a choice's first option; in an
+    exercise's box, open its hints one by one (its solution opens after the last)."""
     box = page.page.locator(f".jp-Notebook .{reveal.BOX}").nth(b)
     choice = box.locator(f".{reveal.GUESS} button")
     if choice.count():
         choice.first.click()
+        page.quiet()
+    hint = box.locator(f"button.{gate.HINT_BUTTON}")
+    while hint.count() and not hint.is_disabled():
+        hint.click()
         page.quiet()
 
 
@@ -147,8 +160,7 @@ def check_answers_wait(page: labdriver.NotebookPage, tmp_path: Path) -> None:
 
     for b, box in enumerate(boxes):
         where = f"box {b} (cell {box['cell']})"
-        if box["guess"]:
-            _guess(page, b)
+        _guess(page, b)  # a choice to pick, or an exercise's hints to open first
         button = page.page.locator(f".jp-Notebook .{reveal.BOX}").nth(b)
         button = button.locator(f"button.{reveal.BUTTON}")
         if button.is_disabled():

@@ -14,6 +14,7 @@ from attention_lib.lessons.exercises.attention import (
     HINT_MASK_AFTER,
     HINT_MASK_IGNORED,
     HINT_MASK_INVERTED,
+    HINT_NO_MASK_ARGUMENT,
     HINT_NO_SCALE,
     HINT_TOO_FLAT_D,
     HINT_WRONG_AXIS,
@@ -63,8 +64,8 @@ def inverted_mask(q, k, v, mask=None):
     return right(q, k, v, None if mask is None else ~mask)
 
 
-def off_by_a_bit(q, k, v):
-    return right(q, k, v) + 0.01
+def off_by_a_bit(q, k, v, mask=None):
+    return right(q, k, v, mask) + 0.01
 
 
 def transposed_weights(q, k, v):
@@ -106,12 +107,13 @@ def test_agreement_is_printed_as_a_bound_not_as_rounding_digits() -> None:
     assert "max abs error 1.23e-01 -> your weights look too flat" in str(wrong.cases[0])
 
 
-def test_a_function_without_mask_runs_the_plain_cases() -> None:
+def test_a_function_without_mask_fails_the_masked_cases_it_could_not_run() -> None:
+    # skipping the masked cases must not read as a pass: masking is half the exercise
     report = check_attention(right_no_mask, verbose=False)
-    assert report.passed and len(report.cases) == 3
-    assert report.notes == (
-        "your function takes no mask argument, so the masked cases were skipped",
-    )
+    assert not report.passed and len(report.cases) == 5
+    assert [c.passed for c in report.cases] == [True, True, True, False, False]
+    assert report.cause == "no mask argument" and report.hint == HINT_NO_MASK_ARGUMENT
+    assert "takes no mask argument" in str(report)
 
 
 @pytest.mark.parametrize(
@@ -174,9 +176,23 @@ def test_check_attention_refuses_a_non_function() -> None:
         check_attention(np.zeros(3))
 
 
+@pytest.mark.parametrize(
+    ("fn", "words"),
+    [
+        (lambda q, k, v, mask=None: right(q, k, v, mask).tolist(), "is a Python list, not a numpy"),
+        (lambda q, k, v, mask=None: None, "is None: does your function end with a return?"),
+        (lambda q, k, v, mask=None: "out", "is a str, not an array of numbers"),
+    ],
+    ids=["list", "None", "str"],
+)
+def test_an_answer_that_is_not_an_array_gets_one_sentence(fn, words) -> None:
+    report = check_attention(fn, verbose=False)
+    assert not report.passed and report.cause == "not an array" and words in report.hint
+
+
 def test_cases_are_seeded_and_the_inputs_protected() -> None:
-    def scribbles(q, k, v):
-        out = right(q, k, v)
+    def scribbles(q, k, v, mask=None):
+        out = right(q, k, v, mask)
         q[:] = 0.0  # a learner's function that modifies its inputs
         return out
 
@@ -218,6 +234,23 @@ def test_a_wrong_expectation_is_reported() -> None:
     assert not report.passed and str(report).endswith("expected them to hold instead.")
 
 
+@pytest.mark.parametrize(
+    ("rule", "words"),
+    [
+        (lambda d: 1.0, "your rule does not divide at all"),
+        (lambda d: math.sqrt(d), "your rule multiplies the logits instead of dividing them"),
+        (lambda d: 0.5, "your divisor does not grow with d"),
+    ],
+    ids=["no division", "multiplies", "constant"],
+)
+def test_a_rule_that_sharpens_without_a_growing_divisor_does_not_pass(rule, words) -> None:
+    # the weights climb toward one for all three, as the exercise's do, but none divides
+    # by something that grows with d, which is what the exercise asks
+    report = check_scale_rule(rule, expect="sharpen", divides=True, verbose=False)
+    assert report.behaviour == "sharpen" and not report.passed
+    assert words in report.divisor_problem and f"not passed: {words}" in str(report)
+
+
 @pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, "0.5"])
 def test_scale_rule_refuses_bad_scales(bad) -> None:
     with pytest.raises(ValueError, match=r"scale_fn\(4\) returned .*a scale must be a positive"):
@@ -241,8 +274,8 @@ def _defined(solution):
 def test_the_scale_rule_solution_sharpens_as_the_exercise_asks():
     rule = _defined(SOLUTIONS["under_divided"])
     assert rule(16) == pytest.approx(0.5)
-    report = check_scale_rule(rule, expect="sharpen", verbose=False)
-    assert report.passed and report.behaviour == "sharpen"
+    report = check_scale_rule(rule, expect="sharpen", divides=True, verbose=False)
+    assert report.passed and report.behaviour == "sharpen" and not report.divisor_problem
     assert "d^(1/4)" in SOLUTIONS["under_divided"].explanation
 
 
@@ -361,6 +394,16 @@ def test_the_usual_mask_mistakes_get_their_message(fn, cause: str, hint_name: st
     assert re.match(r"\d+ of \d+ entries differ: ", report.hint), report.hint
 
 
+def test_the_padding_query_convention_is_stated_as_a_convention() -> None:
+    from attention_lib.lessons.exercises import check_combined_mask
+
+    report = check_combined_mask(mask_rows_too, verbose=False)
+    assert "This exercise's convention: a padding query keeps the real keys" in report.hint
+    assert "PyTorch (since 2.5) returns zeros for it" in report.hint
+    lists = check_combined_mask(lambda lengths, size: mask_right(lengths, size).tolist())
+    assert lists.cause == "type" and "is a Python list, not a numpy array" in lists.hint
+
+
 def test_a_mask_of_the_wrong_kind_is_told_what_kind_it_must_be() -> None:
     from attention_lib.lessons.exercises import check_combined_mask
 
@@ -473,3 +516,96 @@ def test_the_top_left_mistake_passes_only_the_case_where_top_left_is_right() -> 
 
     report = check_decode_step(decode_top_left, verbose=False)
     assert [c.passed for c in report.cases] == [False, False, False, True]
+
+
+# -- notebook 02: multi-head attention -----------------------------------------------------
+
+
+def heads(x, w_q, w_k, w_v, w_o, n_heads, *, root=None, split_ok=True, merge_ok=True):
+    """A learner's multi-head layer with one knob per mistake (defaults: right)."""
+    batch, length, d_model = x.shape
+    d_head = d_model // n_heads
+
+    def split(y):
+        if split_ok:
+            return y.reshape(batch, length, n_heads, d_head).transpose(0, 2, 1, 3)
+        return y.reshape(batch, n_heads, length, d_head)
+
+    q, k, v = split(x @ w_q), split(x @ w_k), split(x @ w_v)
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d_head if root is None else root(x, n_heads))
+    out = softmax(scores, axis=-1) @ v  # (B, H, T, dh)
+    if merge_ok:
+        out = out.transpose(0, 2, 1, 3)
+    return out.reshape(batch, length, d_model) @ w_o
+
+
+def _heads(**knobs):
+    return lambda x, w_q, w_k, w_v, w_o, n_heads: heads(x, w_q, w_k, w_v, w_o, n_heads, **knobs)
+
+
+HEAD_MISTAKES = [
+    (
+        "scale sqrt(d_model)",
+        "you divided by √64, the model width; each head is 16 wide: divide by √16",
+        _heads(root=lambda x, h: x.shape[-1]),
+    ),
+    (
+        "scale sqrt(n_heads)",
+        "you divided by √4, the number of heads; each head is 16 wide: divide by √16",
+        _heads(root=lambda x, h: h),
+    ),
+    (
+        "no scale",
+        "you did not scale the scores at all; each head is 16 wide: divide by √16",
+        _heads(root=lambda x, h: 1),
+    ),
+    (
+        "split mixes heads",
+        "your split mixes heads: reshaping (2, 5, 64) straight to (2, 4, 5, 16) cuts across "
+        "tokens; reshape to (2, 5, 4, 16) first",
+        _heads(split_ok=False),
+    ),
+    (
+        "merge order",
+        "your merge is in the wrong order: (2, 4, 5, 16) was reshaped straight to (2, 5, 64)",
+        _heads(merge_ok=False),
+    ),
+    (
+        "scale sqrt(d_model) + merge order",
+        "you divided by √64, the model width; each head is 16 wide: divide by √16; and your "
+        "merge is in the wrong order",
+        _heads(root=lambda x, h: x.shape[-1], merge_ok=False),
+    ),
+]
+
+
+def test_the_multi_head_solution_passes_every_case() -> None:
+    from attention_lib.lessons.exercises import check_multi_head
+
+    for fn in (_defined(SOLUTIONS["multi_head"]), _heads()):
+        report = check_multi_head(fn, verbose=False)
+        assert report.passed and len(report.cases) == 3, str(report)
+    assert len(SOLUTIONS["multi_head"].hints) == 3
+
+
+@pytest.mark.parametrize(("cause", "words", "fn"), HEAD_MISTAKES, ids=[m[0] for m in HEAD_MISTAKES])
+def test_each_multi_head_mistake_is_named_with_its_numbers(cause, words, fn) -> None:
+    from attention_lib.lessons.exercises import check_multi_head
+
+    report = check_multi_head(fn, verbose=False)
+    assert not report.passed and report.cause == cause, str(report)
+    assert report.cases[0].hint.startswith(words), report.cases[0].hint
+    # the other cases carry their own numbers: 2 heads of 16 in a model 32 wide
+    if cause == "scale sqrt(d_model)":
+        assert "you divided by √32, the model width" in report.cases[1].hint
+
+
+def test_multi_head_bad_returns_get_one_sentence() -> None:
+    from attention_lib.lessons.exercises import check_multi_head
+
+    wrong_shape = check_multi_head(lambda x, *w: x[:, :, :4], verbose=False)
+    assert wrong_shape.cause == "shape" and "should have shape (2, 5, 64)" in wrong_shape.hint
+    listed = check_multi_head(lambda x, *w: heads(x, *w).tolist(), verbose=False)
+    assert listed.cause == "not an array" and "Python list" in listed.hint
+    raised = check_multi_head(lambda x, *w: 1 / 0, verbose=False)
+    assert raised.cause == "raised" and "raised ZeroDivisionError" in raised.hint

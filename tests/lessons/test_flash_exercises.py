@@ -27,7 +27,7 @@ from attention_lib.lessons.exercises.solutions import (
 
 pytestmark = pytest.mark.filterwarnings("error")
 
-update = solution_function("online_update")
+update = online_update = solution_function("online_update")
 
 # -- exercise 1: wrong updates -------------------------------------------------------------
 
@@ -179,7 +179,7 @@ def tiled(
             keep = (mask if mask and is_causal else lambda r, c: c <= r if is_causal else c >= 0)(
                 rows, cols
             )
-            m, total, acc = update(m, total, acc, np.where(keep, s, -np.inf), v[k0:k1])
+            m, total, acc = online_update(m, total, acc, np.where(keep, s, -np.inf), v[k0:k1])
         out[r0:r1] = acc / total if divide else acc
         lse[r0:r1] = (lse_of or (lambda m, t: m + np.log(t)))(m, total)[:, 0]
     return out, lse
@@ -249,6 +249,51 @@ def test_each_tiling_mistake_gets_its_own_message(cause, words, fn):
     assert not report.passed
     assert report.cause == cause, str(report)
     assert words in report.hint, report.hint
+
+
+def untiled_one_call(q, k, v, block_q, block_k, is_causal=False):
+    """The whole score matrix in one online_update call: right numbers, no tiles."""
+    s = masked_scores(q, k, is_causal=is_causal)  # (L, S)
+    m, total, acc = online_update(
+        np.full((len(q), 1), -np.inf), np.zeros((len(q), 1)), np.zeros((len(q), v.shape[-1])), s, v
+    )
+    return acc / total, (m + np.log(total))[:, 0]
+
+
+def no_update_at_all(q, k, v, block_q, block_k, is_causal=False):
+    """The reference, no online softmax at all."""
+    s = masked_scores(q, k, is_causal=is_causal)  # (L, S)
+    lse = np.logaddexp.reduce(s, axis=-1)  # (L,)
+    return np.exp(s - lse[:, None]) @ v, lse
+
+
+def own_arithmetic(q, k, v, block_q, block_k, is_causal=False):
+    """Calls online_update on tiles for show (scores of 0), answers from the whole matrix."""
+    tiled(np.zeros_like(q), k, v, block_q, block_k, is_causal)
+    return no_update_at_all(q, k, v, block_q, block_k, is_causal)
+
+
+TILING_GAPS = [
+    ("not tiled", "larger than one tile", untiled_one_call),
+    ("no online_update", "never called online_update", no_update_at_all),
+    ("tile above diagonal", "stop each query block's key", _with(key_stop=lambda s, r1, bk: s)),
+    ("own arithmetic", "let exercise 1's update do the arithmetic", own_arithmetic),
+]
+
+
+@pytest.mark.parametrize(("cause", "words", "fn"), TILING_GAPS, ids=[g[0] for g in TILING_GAPS])
+def test_a_right_answer_that_is_not_tiled_by_online_update_does_not_pass(cause, words, fn):
+    # the numbers are right: what fails is how they were reached
+    report = check_flash_forward(fn, verbose=False)
+    assert not report.passed
+    assert report.cause == cause, str(report)
+    assert words in report.hint, report.hint
+    assert all(c.max_abs_error is not None and c.max_abs_error < 1e-9 for c in report.cases)
+
+
+def test_the_watched_online_update_is_put_back():
+    check_flash_forward(_with(), verbose=False)
+    assert online_update is update and globals()["online_update"] is update
 
 
 def test_a_bottom_right_mask_is_named_where_it_leaves_rows_without_keys():
@@ -374,3 +419,108 @@ def test_every_numpy_solution_is_shown_as_code_that_defines_its_function():
     assert "online_update" in solution_scope("flash_forward")
     with pytest.raises(KeyError, match="no solution"):
         solution_scope("nothing")
+
+
+# -- exercise 2 in steps: the key loop, the causal stop, the mask inside the diagonal tile ---
+
+
+def key_loop_with(*, short_last=True, scale=None, divide=True, whole=False):
+    """The step-2a solution with one knob per mistake."""
+
+    def key_loop(q, k, v, block_k):
+        s_of = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+        m, total = np.full((len(q), 1), -np.inf), np.zeros((len(q), 1))
+        acc = np.zeros((len(q), v.shape[-1]))
+        step = len(k) if whole else block_k
+        stop = len(k) if short_last else len(k) // block_k * block_k
+        for k0 in range(0, stop, step):
+            s = q @ k[k0 : k0 + step].T * s_of
+            m, total, acc = online_update(m, total, acc, s, v[k0 : k0 + step])
+        return (acc / total if divide else acc), (m + np.log(total))[:, 0]
+
+    return key_loop
+
+
+KEY_LOOP_MISTAKES = [
+    ("last key block", "was left out", key_loop_with(short_last=False)),
+    ("no scale", "not multiplied by 1/sqrt(E)", key_loop_with(scale=1.0)),
+    ("not divided", "not divided by total", key_loop_with(divide=False)),
+    ("not tiled", "larger than one tile", key_loop_with(whole=True)),
+]
+
+
+def test_each_step_of_exercise_2_passes_its_solution():
+    from attention_lib.lessons.exercises import check_diagonal_mask, check_key_loop, check_key_stop
+
+    assert check_key_loop(solution_function("key_loop"), verbose=False).passed
+    assert check_key_loop(key_loop_with(), verbose=False).passed
+    assert check_key_stop(solution_function("key_stop"), verbose=False).passed
+    assert check_diagonal_mask(solution_function("diagonal_mask"), verbose=False).passed
+
+
+@pytest.mark.parametrize(
+    ("cause", "words", "fn"), KEY_LOOP_MISTAKES, ids=[m[0] for m in KEY_LOOP_MISTAKES]
+)
+def test_each_key_loop_mistake_gets_its_own_message(cause, words, fn):
+    from attention_lib.lessons.exercises import check_key_loop
+
+    report = check_key_loop(fn, verbose=False)
+    assert not report.passed and report.cause == cause, str(report)
+    assert words in report.hint, report.hint
+
+
+@pytest.mark.parametrize(
+    ("cause", "words", "fn"),
+    [
+        ("walks every key", "lie above the diagonal", lambda r1, s, c: s),
+        ("misses the diagonal", "sees key", lambda r1, s, c: min(s, r1 - 1) if c else s),
+        ("past the last key", "there are only 10 keys", lambda r1, s, c: r1 if c else s),
+        ("stopped without causal", "without is_causal", lambda r1, s, c: min(s, r1)),
+        ("not an int", "return one int", lambda r1, s, c: [min(s, r1)]),
+    ],
+    ids=["every key", "r1 - 1", "past the end", "not causal", "a list"],
+)
+def test_each_key_stop_mistake_gets_its_own_message(cause, words, fn):
+    from attention_lib.lessons.exercises import check_key_stop
+
+    report = check_key_stop(fn, verbose=False)
+    assert not report.passed and report.cause == cause, str(report)
+    assert words in report.hint, report.hint
+
+
+def _tile_mask(keep, origin=True):
+    def diagonal_mask(s, r0, k0):
+        r0, k0 = (r0, k0) if origin else (0, 0)
+        rows = np.arange(r0, r0 + s.shape[0])[:, None]
+        cols = np.arange(k0, k0 + s.shape[1])[None, :]
+        return np.where(keep(rows, cols), s, -np.inf)
+
+    return diagonal_mask
+
+
+@pytest.mark.parametrize(
+    ("cause", "words", "fn"),
+    [
+        (
+            "tile indices",
+            "counts rows and columns from the tile's corner",
+            _tile_mask(lambda i, j: j <= i, origin=False),
+        ),
+        ("diagonal hidden", "the diagonal is masked", _tile_mask(lambda i, j: j < i)),
+        ("upper triangle", "points the wrong way", _tile_mask(lambda i, j: j >= i)),
+        ("inverted", "the mask is inverted", _tile_mask(lambda i, j: j > i)),
+        (
+            "zeros not -inf",
+            "a score of 0 still takes weight",
+            lambda s, r0, k0: np.where(_tile_mask(lambda i, j: j <= i)(s, r0, k0) < -1e300, 0, s),
+        ),
+        ("shape", "is a Python list", lambda s, r0, k0: s.tolist()),
+    ],
+    ids=["tile indices", "diagonal", "upper", "inverted", "zeros", "list"],
+)
+def test_each_diagonal_mask_mistake_gets_its_own_message(cause, words, fn):
+    from attention_lib.lessons.exercises import check_diagonal_mask
+
+    report = check_diagonal_mask(fn, verbose=False)
+    assert not report.passed and report.cause == cause, str(report)
+    assert words in report.hint, report.hint

@@ -3,7 +3,7 @@
 - The committed notebook (what Run All leaves) shows no line of any
   solution, in a cell's source or in an output, and each starter's output
   is its checker's question, not a failure.
-- A copy with our solutions typed into the four starter cells, run in a
+- A copy with our solutions typed into the seven starter cells, run in a
   real kernel (nbclient, as nbval runs it): every checker passes and every
   gate reports "passed". This is where `inspect.getsource` reads a function
   defined in a notebook cell, and where the Triton check starts its child
@@ -25,7 +25,15 @@ from attention_lib.lessons.exercises import FLASH_SOLUTIONS, skeleton_source
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOK = NOTEBOOKS / "07_researcher_build_flash_attention.ipynb"
-STARTERS = ("online_update", "flash_forward", "flash_backward", "key_block")
+STARTERS = (
+    "online_update",
+    "key_loop",
+    "key_stop",
+    "diagonal_mask",
+    "flash_forward",
+    "flash_backward",
+    "key_block",
+)
 
 
 def _cells() -> list[dict]:
@@ -102,4 +110,4 @@ def test_the_solutions_typed_into_the_starters_open_every_gate():
         for c in solved.cells
         if c.source.startswith("print(") and ".revealed" in c.source
     ]
-    assert revealed == ["passed\n"] * 4, revealed
+    assert revealed == ["passed\n"] * len(STARTERS), revealed

@@ -145,7 +145,7 @@ def test_the_scale_exercise_reruns_the_second_table(tables) -> None:
     # "check_scale_rule(..., logits=scores) reruns the second table": its 1/sqrt(d) column is
     # the table's, digit for digit.
     _, names = tables
-    gate_cell = next(c for c in _code_cells() if "scale_gate = SolutionGate" in _source(c))
+    gate_cell = next(c for c in _code_cells() if "scale_gate = ExerciseGate" in _source(c))
     scope = dict(names)
     exec(compile(_source(gate_cell), "02: scale gate", "exec"), scope)
     report = scope["scale_gate"].check(lambda d: 1 / math.sqrt(d))

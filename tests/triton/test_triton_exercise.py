@@ -30,7 +30,7 @@ from attention_lib.lessons.exercises.key_block import (
     check_key_blocks,
     kernel_cases,
 )
-from attention_lib.lessons.exercises.triton_runner import ARGUMENTS
+from attention_lib.lessons.exercises.triton_runner import ARGUMENTS, CHILD_TIMEOUT_S
 
 needs_triton = pytest.mark.skipif(
     importlib.util.find_spec("triton") is None,
@@ -69,6 +69,14 @@ MISTAKES = {
         wrong("tl.dot(p.to(v.dtype), v)", "tl.dot(p, v)"),
     ),
 }
+# natural-log scores and tl.exp: the same weights, so the output is right, but m is in
+# natural units where the skeleton expects log2 units, and the stored lse is off
+MISTAKES["lse units"] = (
+    "the output is right, but the stored lse is off",
+    SOLUTION.replace("* qk_scale", "* (qk_scale * 0.6931471805599453)").replace(
+        "tl.math.exp2", "tl.exp"
+    ),
+)
 DECORATED = "@triton.jit\n" + SOLUTION
 UNDEFINED = wrong("rescale = tl.math.exp2(m - m_new)", "rescale = my_helper(m, m_new)")
 
@@ -157,11 +165,11 @@ def test_a_machine_without_triton_or_a_kernel_without_end_is_told_in_one_line(mo
     monkeypatch.setattr(util, "find_spec", real)
 
     def never_ends(bodies, launches):
-        raise subprocess.TimeoutExpired("python", 600)
+        raise subprocess.TimeoutExpired("python", CHILD_TIMEOUT_S)
 
     monkeypatch.setattr(key_block, "run_bodies", never_ends)
     stuck = check_key_block(SOLUTION, verbose=False)
-    assert stuck.cause == "timeout" and "did not finish in 600 s" in str(stuck)
+    assert stuck.cause == "timeout" and "did not finish in 180 s" in str(stuck)
 
 
 def test_the_skeleton_shown_to_the_learner_leaves_the_body_out():

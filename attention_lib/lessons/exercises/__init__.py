@@ -11,10 +11,14 @@ Notebook 02 (the reference call, in numpy):
     scale_rule      `check_scale_rule`: your scale as a function of the head width
     combined_mask   `check_combined_mask`: one mask for a padded, causal batch
     decode          `check_decode_step`: a KV-cache decode step, append then attend
+    multi_head      `check_multi_head`: project, split into heads, attend at the head's
+                    width, merge
 
 Notebook 07 (FlashAttention, built by hand):
 
     online_update   `check_online_update`: one step of the online softmax
+    flash_steps     exercise 2 in steps: `check_key_loop` (one query block's walk over the
+                    keys), `check_key_stop` (the causal stop), `check_diagonal_mask`
     flash_forward   `check_flash_forward`: the tiled forward pass, with the log-sum-exp
     flash_backward  `check_flash_backward`: the backward pass from the log-sum-exp
     key_block       `check_key_block`: a Triton kernel's key loop, in the interpreter;
@@ -33,7 +37,16 @@ from .combined_mask import MaskCheck, check_combined_mask
 from .decode import DecodeCheck, check_decode_step
 from .flash_backward import FlashBackwardCheck, check_flash_backward
 from .flash_forward import FlashForwardCheck, check_flash_forward
+from .flash_steps import (
+    DiagonalMaskCheck,
+    KeyLoopCheck,
+    KeyStopCheck,
+    check_diagonal_mask,
+    check_key_loop,
+    check_key_stop,
+)
 from .key_block import KeyBlockCheck, check_key_block, check_key_blocks
+from .multi_head import MultiHeadCheck, check_multi_head
 from .online_update import OnlineUpdateCheck, check_online_update
 from .scale_rule import ScaleRuleCheck, check_scale_rule
 from .solutions import FLASH_SOLUTIONS, SOLUTIONS, solution_function, solution_scope
@@ -46,20 +59,28 @@ __all__ = [
     "CaseResult",
     "CheckReport",
     "DecodeCheck",
+    "DiagonalMaskCheck",
     "FlashBackwardCheck",
     "FlashForwardCheck",
     "KeyBlockCheck",
+    "KeyLoopCheck",
+    "KeyStopCheck",
     "MaskCheck",
+    "MultiHeadCheck",
     "OnlineUpdateCheck",
     "ScaleRuleCheck",
     "Solution",
     "check_attention",
     "check_combined_mask",
     "check_decode_step",
+    "check_diagonal_mask",
     "check_flash_backward",
     "check_flash_forward",
     "check_key_block",
     "check_key_blocks",
+    "check_key_loop",
+    "check_key_stop",
+    "check_multi_head",
     "check_online_update",
     "check_scale_rule",
     "skeleton_source",

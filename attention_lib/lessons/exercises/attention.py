@@ -21,12 +21,13 @@ import numpy as np
 
 from ...core import masked_scores, scaled_dot_product_attention
 from ...normalisers import softmax
-from .base import CaseResult, CheckReport, close
+from .base import CaseResult, CheckReport, as_array, close
 
 __all__ = [
     "HINT_MASK_AFTER",
     "HINT_MASK_IGNORED",
     "HINT_MASK_INVERTED",
+    "HINT_NO_MASK_ARGUMENT",
     "HINT_NO_SCALE",
     "HINT_TOO_FLAT_D",
     "HINT_WRONG_AXIS",
@@ -47,6 +48,10 @@ HINT_MASK_AFTER = (
 )
 HINT_MASK_IGNORED = "the mask had no effect: masked keys (mask False) must get zero weight"
 HINT_MASK_INVERTED = "the mask is inverted: True means the key takes part, False that it is hidden"
+HINT_NO_MASK_ARGUMENT = (
+    "your function takes no mask argument, so the masked cases could not run: write "
+    "my_attention(q, k, v, mask=None) and hide the keys where mask is False"
+)
 
 
 @dataclass(frozen=True)
@@ -160,6 +165,13 @@ def _accepts(fn: Callable[..., np.ndarray], n_args: int) -> bool:
     return True
 
 
+def _skipped(case: _Case) -> CaseResult:
+    """A masked case that cannot run: the function takes no mask. It fails, never passes."""
+    q, k = case.query, case.key
+    shape = f"L={q.shape[0]} S={k.shape[0]} d={q.shape[1]} dv={case.value.shape[1]}"
+    return CaseResult(case.name, shape, False, None, HINT_NO_MASK_ARGUMENT, "no mask argument")
+
+
 def _run_case(fn: Callable[..., np.ndarray], case: _Case) -> CaseResult:
     q, k, v = case.query, case.key, case.value
     shape = f"L={q.shape[0]} S={k.shape[0]} d={q.shape[1]} dv={v.shape[1]}"
@@ -170,10 +182,14 @@ def _run_case(fn: Callable[..., np.ndarray], case: _Case) -> CaseResult:
     elif not _accepts(fn, 3):  # fn(q, k, v, mask) with a required mask: no mask is None
         args += (None,)
     try:
-        got = np.asarray(fn(*args), dtype=float)
+        with np.errstate(all="ignore"):  # a NaN or an overflow is the checker's to report
+            got = fn(*args)
     except Exception as err:  # the reader's code: report whatever it raised
         hint = f"raised {type(err).__name__}: {err} (inputs: q {q.shape}, k {k.shape}, v {v.shape})"
         return CaseResult(case.name, shape, False, None, hint, "raised")
+    got, problem = as_array(got, "the output")
+    if problem:
+        return CaseResult(case.name, shape, False, None, problem, "not an array")
     if got.shape != expected.shape:
         hint = (
             f"expected an output of shape {expected.shape} (queries × value width), got "
@@ -204,12 +220,11 @@ def check_attention(
     """
     if not callable(fn):
         raise TypeError(f"check_attention needs a function fn(q, k, v), got {type(fn).__name__}")
-    notes = []
-    cases = attention_cases(seed)
-    if not _accepts(fn, 4):
-        cases = [c for c in cases if c.mask is None]
-        notes.append("your function takes no mask argument, so the masked cases were skipped")
-    report = AttentionCheck(tuple(_run_case(fn, c) for c in cases), tuple(notes))
+    masked = _accepts(fn, 4)
+    results = tuple(
+        _run_case(fn, c) if masked or c.mask is None else _skipped(c) for c in attention_cases(seed)
+    )
+    report = AttentionCheck(results)
     if verbose:
         print(report)
     return report

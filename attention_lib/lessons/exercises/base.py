@@ -15,7 +15,10 @@ has tried.
 - `close`, `max_error`: one tolerance (`RTOL`, `ATOL`) for every float64
   comparison of a learner's answer with the reference.
 - `rows_text`: which rows a boolean row mask picks, as "rows 0–2, 7";
-  `shape_problem`: why an answer does not have the shape it should.
+  `shape_problem`: why an answer does not have the shape it should;
+  `as_array`: an answer as a float array, or one sentence on why it is not one.
+- `time_limit`: the learner's code stopped after a few seconds (`TimeLimit`), so
+  a loop without end cannot hang the kernel.
 - `case_scores`, `log_sum_exp`: the scaled, masked scores of a case
   (`attention_lib.core.masked_scores`, grouped heads as PyTorch's
   ``enable_gqa``), and each row's log-sum-exp (numpy's ``logaddexp``).
@@ -23,8 +26,11 @@ has tried.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -37,9 +43,12 @@ __all__ = [
     "ATOL",
     "NOT_WRITTEN",
     "RTOL",
+    "SECONDS",
     "CaseResult",
     "CheckReport",
     "Solution",
+    "TimeLimit",
+    "as_array",
     "call",
     "case_scores",
     "close",
@@ -47,12 +56,45 @@ __all__ = [
     "max_error",
     "rows_text",
     "shape_problem",
+    "time_limit",
 ]
 
 #: float64 on O(1) problems: rounding is ~1e-15, the mistakes the checkers name are > 1e-3
 RTOL, ATOL = 1e-7, 1e-9
 
 NOT_WRITTEN = "NotImplementedError"
+
+#: how long a whole check may run the learner's code (every case together)
+SECONDS = 20
+
+
+class TimeLimit(BaseException):  # not an Exception: the checkers' `except` lets it by
+    """The learner's code ran past `time_limit`'s seconds."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float = SECONDS) -> Iterator[None]:
+    """Raise `TimeLimit` in the block after ``seconds`` (an interval timer, SIGALRM).
+
+    A kernel runs a cell, and a button's callback, in its main thread, where
+    the signal can stop a loop that never ends. Elsewhere (another thread,
+    Windows) there is no such timer and the block runs unlimited.
+    """
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def stop(_signum: int, _frame: Any) -> None:
+        raise TimeLimit(f"did not return within {seconds:g} s")
+
+    before = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
 
 
 def close(got: Any, want: Any) -> bool:
@@ -112,6 +154,26 @@ def shape_problem(got: Any, want: np.ndarray, what: str, advice: str = "") -> st
         return None
     extra = f" ({advice})" if advice else ""
     return f"{what} should have shape {want.shape}, got {shape}{extra}"
+
+
+def as_array(got: Any, what: str) -> tuple[np.ndarray, str]:
+    """``got`` as a float array and "", or (an empty array, one sentence on why it is not one).
+
+    A Python list is refused even when numpy could read it: the exercises are
+    about array code, and a list usually means a loop built the answer row by row.
+    """
+    if isinstance(got, list | tuple):
+        kind = type(got).__name__
+        return np.empty(0), (
+            f"{what} is a Python {kind}, not a numpy array: return the array itself "
+            "(numpy operations such as @ and np.where give one)"
+        )
+    if got is None:
+        return np.empty(0), f"{what} is None: does your function end with a return?"
+    try:
+        return np.asarray(got, dtype=float), ""
+    except (TypeError, ValueError):
+        return np.empty(0), f"{what} is a {type(got).__name__}, not an array of numbers"
 
 
 @dataclass(frozen=True)
@@ -193,11 +255,14 @@ class CheckReport:
 @dataclass(frozen=True)
 class Solution:
     """One exercise's solution: ``code`` defines the function ``name``; ``explanation``
-    is the prose that would give the answer away if shown before an attempt."""
+    is the prose that would give the answer away if shown before an attempt; ``hints``
+    the ladder a learner climbs first, one step at a time: the idea, then the shapes,
+    then the one line that matters."""
 
     name: str
     code: str
     explanation: str
+    hints: tuple[str, ...] = ()
 
 
 def case_scores(

@@ -4,7 +4,8 @@
 against the reference on seeded cases (`mask_cases`), with the usual
 mistakes named: causality or padding left out, the triangle upside down,
 ``|`` for ``&``, True and False swapped, the diagonal hidden, padding
-queries' rows left empty, a float mask.
+queries' rows left empty (against the exercise's convention: a padding
+query keeps the real keys), a float mask.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import CaseResult, CheckReport
+from .base import CaseResult, CheckReport, as_array
 
 __all__ = [
     "HINT_CAUSALITY_LEFT_OUT",
@@ -52,8 +53,10 @@ HINT_MASK_SWAPPED = (
 )
 HINT_EMPTY_ROWS = (
     "some rows are all False: the rows of padding queries (or row 0, if the diagonal is "
-    "hidden). A softmax over a row with no key is 0/0, NaN; hide the padding keys (the "
-    "columns) and let padding queries see the real keys, their outputs are thrown away"
+    "hidden). This exercise's convention: a padding query keeps the real keys up to its "
+    "position, like any query, and only the padding keys (the columns) are hidden; its output "
+    "is thrown away. A row with no key at all is NaN in a plain softmax; PyTorch (since 2.5) "
+    "returns zeros for it, and this course's library too, but that is a library's choice"
 )
 HINT_NO_DIAGONAL = (
     "the diagonal is missing: a query may attend to its own key (j = i), so the triangle "
@@ -125,7 +128,8 @@ def _run_mask_case(fn: Callable[..., Any], case: _MaskCase) -> CaseResult:
         got = fn(np.array(case.lengths), case.size)
     except Exception as err:  # the reader's code: report whatever it raised
         return result(False, f"raised {type(err).__name__}: {err}", "raised")
-    got = np.asarray(got)
+    if not isinstance(got, np.ndarray):
+        return result(False, as_array(got, "the mask")[1] or "the mask is not an array", "type")
     if got.shape != expected.shape:
         hint = f"expected one (L, L) mask per sequence, shape {expected.shape}, got {got.shape}"
         if got.shape == expected.shape[1:]:
@@ -164,7 +168,9 @@ def check_combined_mask(fn: Callable[..., Any], *, verbose: bool = True) -> Mask
     sequence's length before its padding, and ``size`` = L, the length all
     are padded to, and returns a boolean array (B, L, L) that is True where
     query i of sequence b may attend to key j: j <= i and j < lengths[b]
-    (True = take part, PyTorch's convention; add a head axis, ``[:, None]``,
+    (True = take part, PyTorch's convention). By the exercise's convention a
+    padding query (i >= lengths[b]) keeps the real keys j <= i, so no row is
+    all False (add a head axis, ``[:, None]``,
     to hand it to ``scaled_dot_product_attention``). Run on `mask_cases`; a
     wrong mask is compared with the usual mistakes to say which it is.
     Prints the report when ``verbose`` and returns it. Raises TypeError for

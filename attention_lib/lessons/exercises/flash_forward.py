@@ -12,12 +12,21 @@ the last key block left out, the causal mask ignored, the tiles across the
 diagonal not masked, the mask aligned bottom-right or hiding the diagonal,
 acc not divided by total, lse without m or without the log) and the report
 names the one it matches, or the rows and query blocks where it differs.
+
+A right answer must also be reached the way the exercise asks: while the
+learner's function runs, its ``online_update`` (the exercise-1 function, found
+by name in the function's module: a notebook's namespace) is watched. It must
+be called on tiles no larger than block_q x block_k, never on a tile above the
+diagonal when causal (one whose scores are all masked), and every output row
+must be acc / total of a state it returned: an untiled pass that builds the
+whole score matrix, or one that does its own arithmetic, does not pass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -183,9 +192,89 @@ def _lse_mistake(case: _ForwardCase, lse: np.ndarray, want: np.ndarray) -> tuple
     return "lse", f"lse differs in {rows_text(~np.isclose(lse, want))}: lse = m + log(total)"
 
 
-def _run_forward(fn: Callable[..., Any], case: _ForwardCase) -> CaseResult:
+@dataclass
+class _Tiles:
+    """What the learner's ``online_update`` was called with, and what it returned."""
+
+    found: bool = False  # the function's module has an online_update to watch
+    shapes: list[tuple[int, ...]] = field(default_factory=list)  # each call's s.shape
+    empty: int = 0  # calls whose scores were all masked: a tile above the diagonal
+    rows: list[np.ndarray] = field(default_factory=list)  # each returned acc / total
+
+    def record(self, s: Any, state: Any) -> None:
+        s = np.asarray(s, dtype=float)
+        self.shapes.append(s.shape)
+        self.empty += bool(s.size and np.all(np.isneginf(s)))
+        try:
+            total, acc = (np.asarray(x, dtype=float) for x in state[1:3])
+            with np.errstate(all="ignore"):
+                self.rows.append((acc / total).reshape(-1, acc.shape[-1]))  # (bq, Ev)
+        except Exception:  # a state of the wrong kind: exercise 1's checker explains it
+            pass
+
+
+@contextmanager
+def _watch(fn: Callable[..., Any]) -> Iterator[_Tiles]:
+    """Record the calls ``fn`` makes to ``online_update`` in its own module's namespace."""
+    tiles = _Tiles()
+    space = getattr(fn, "__globals__", None)
+    update = space.get("online_update") if isinstance(space, dict) else None
+    if not callable(update):
+        yield tiles
+        return
+
+    def watched(m: Any, total: Any, acc: Any, s: Any, v: Any) -> Any:
+        state = update(m, total, acc, s, v)
+        tiles.record(s, state)
+        return state
+
+    tiles.found = True
+    space["online_update"] = watched
+    try:
+        yield tiles
+    finally:
+        space["online_update"] = update
+
+
+def _tiling_problem(case: _ForwardCase, tiles: _Tiles, out: np.ndarray) -> tuple[str, str]:
+    """(cause, hint) when a right answer was not built tile by tile by online_update."""
+    if not tiles.found or not tiles.shapes:
+        return "no online_update", (
+            "the output is right, but your function never called online_update: build the "
+            "pass from exercise 1's update, one tile of scores at a time"
+        )
+    big = [
+        sh for sh in tiles.shapes if len(sh) != 2 or sh[0] > case.block_q or sh[1] > case.block_k
+    ]
+    if big:
+        return "not tiled", (
+            f"online_update got scores of shape {big[0]}, larger than one tile, block_q x "
+            f"block_k = {case.block_q} x {case.block_k}: walk the keys block by block instead "
+            "of building the whole score matrix"
+        )
+    if case.is_causal and tiles.empty:
+        return "tile above diagonal", (
+            f"{tiles.empty} tile(s) above the diagonal were computed (every score in them "
+            "masked): with is_causal, stop each query block's key loop at its last row"
+        )
+    found = np.concatenate(tiles.rows) if tiles.rows else np.empty((0, out.shape[-1]))
+    own = [bool(np.any(np.all(np.isclose(found, row), axis=-1))) for row in out]
+    if not all(own):
+        return "own arithmetic", (
+            f"{rows_text(~np.array(own))} of the output are not acc / total of any state "
+            "online_update returned: let exercise 1's update do the arithmetic"
+        )
+    return "", ""
+
+
+def _run_forward(
+    fn: Callable[..., Any], case: _ForwardCase, call_as: Callable[..., Any] | None = None
+) -> CaseResult:
+    """One case; ``call_as`` (default ``fn``) is called with flash_forward's arguments, while
+    the online_update watched is the one in ``fn``'s namespace (exercise 2's steps)."""
     args = (case.query, case.key, case.value, case.block_q, case.block_k, case.is_causal)
-    got, failed = call(fn, args, case.name, case.shape)
+    with _watch(fn) as tiles:
+        got, failed = call(call_as or fn, args, case.name, case.shape)
     if failed:
         return failed
     if not isinstance(got, tuple | list) or len(got) != 2:
@@ -207,7 +296,9 @@ def _run_forward(fn: Callable[..., Any], case: _ForwardCase) -> CaseResult:
     elif not close(lse, want_lse):
         cause, hint = _lse_mistake(case, lse, want_lse)
     else:
-        return CaseResult(case.name, case.shape, True, error, "")
+        cause, hint = _tiling_problem(case, tiles, out)
+        if not cause:
+            return CaseResult(case.name, case.shape, True, error, "")
     return CaseResult(case.name, case.shape, False, None if np.isnan(error) else error, hint, cause)
 
 

@@ -7,7 +7,8 @@ source: `attention_lib.lessons.exercises.triton_runner.skeleton_source`).
 `check_key_block(attempt)` takes that function (or its source text), runs the
 kernel with it in Triton's interpreter on the CPU and holds the output to
 FlashAttention's rule: at most twice the error of PyTorch's own attention in
-float16, against float64 (`attention_lib.flash.accuracy.Check`).
+float16, against float64 (`attention_lib.flash.accuracy.Check`), and the stored
+log-sum-exp (which the backward pass needs) to within 1e-2 of float64's.
 
 TRITON_INTERPRET=1 must be set before triton is imported, so the kernel
 runs in a child process (`attention_lib.lessons.exercises.triton_runner`);
@@ -18,7 +19,8 @@ A function that still raises NotImplementedError (the starter) is not run:
 the report says what to write. A wrong kernel is compared with the usual
 mistakes (the keys past the end of the last block not masked, the causal
 mask ignored or hiding the diagonal, exp instead of exp2, acc not rescaled
-while m and total are right, p not cast for the second tl.dot).
+while m and total are right, p not cast for the second tl.dot, the right
+output with its lse in the wrong logarithm units).
 """
 
 from __future__ import annotations
@@ -185,9 +187,22 @@ def _diagnose(
     )
 
 
+#: float32 statistics from float16 inputs: their lse is within ~1e-3 of float64's; a
+#: statistic in the wrong logarithm units is off by a constant factor (> 0.1 here)
+_LSE_TOLERANCE = 1e-2
+
+
+def _lse_off(lse: np.ndarray, want: np.ndarray) -> float:
+    """max |lse - want| over the rows (inf if lse has NaN or inf)."""
+    lse = np.asarray(lse, dtype=float)
+    if lse.shape != want.shape or not np.all(np.isfinite(lse)):
+        return math.inf
+    return float(np.max(np.abs(lse - want)))
+
+
 _NO_TRITON = (
     "Triton is not installed here (it needs Linux: pip install -e '.[triton]'), so the kernel "
-    "cannot run; the solution below opens on request"
+    "cannot run; the solution below opens on request, after its hints"
 )
 
 
@@ -224,9 +239,19 @@ def _report(
         out, lse = run
         ours = float(np.max(np.abs(out - ref.out))) if np.all(np.isfinite(out)) else math.inf
         check = Check(case.name, "float16", out.shape, ours, ref.pytorch, ref.magnitude)
-        if check.passed:
+        lse_off = _lse_off(lse, ref.lse)
+        if check.passed and lse_off <= _LSE_TOLERANCE:
             ok = "within 2x PyTorch's float16 error"
             lines.append(CaseResult(case.name, case.shape, True, None, ok))
+            continue
+        if check.passed:  # the right weights, the wrong stored statistic
+            hint = (
+                f"the output is right, but the stored lse is off by up to {lse_off:.3g} (the "
+                "backward pass rebuilds every weight from it): the skeleton reads m in log2 "
+                "units, lse = (m + log2(total)) * ln 2, so keep s and m in base 2 (qk_scale "
+                "already holds log2(e)) and take tl.math.exp2"
+            )
+            lines.append(CaseResult(case.name, case.shape, False, None, hint, "lse units"))
             continue
         cause, hint = _diagnose(case, x, out, lse, ref, max(4 * check.tolerance, 2e-3))
         lines.append(CaseResult(case.name, case.shape, False, None, hint, cause))

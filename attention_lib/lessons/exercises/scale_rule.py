@@ -9,6 +9,7 @@ or ``logits=`` given (notebook 02 passes its second table's own draws).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,11 +38,15 @@ class ScaleRuleCheck:
     keys: int
     behaviour: str
     expected: str | None
+    divisor_problem: str = ""  # why the rule is not a division that grows with d ("" if it is)
 
     @property
     def passed(self) -> bool:
-        """Whether the behaviour is the expected one (True when nothing was expected)."""
-        return self.expected is None or self.behaviour == self.expected
+        """Whether the behaviour is the expected one (True when nothing was expected), by a
+        rule that divides by something growing with d when that was asked for."""
+        return (self.expected is None or self.behaviour == self.expected) and not (
+            self.divisor_problem
+        )
 
     def __str__(self) -> str:
         lines = [f"{'d':>5} {'your scale':>11} {'mean top weight':>16} {'with 1/sqrt(d)':>15}"]
@@ -62,11 +67,40 @@ class ScaleRuleCheck:
             f"{max(self.tops):.3f}), as 1/sqrt(d) does",
         }[self.behaviour]
         lines.append(said)
-        if self.expected is not None:
+        if self.divisor_problem:
+            lines.append(f"not passed: {self.divisor_problem}")
+        elif self.expected is not None:
             lines.append(
                 "as expected." if self.passed else f"expected them to {self.expected} instead."
             )
         return "\n".join(lines)
+
+
+def _divisor_problem(widths: Sequence[int], scales: Sequence[float]) -> str:
+    """Why multiplying by ``scales`` is not dividing by something that grows with d ("" if it is).
+
+    The scale rule exercise asks for a division that still grows with the width, so
+    the weights' direction alone cannot pass it: no division, a multiplication, or a
+    constant divisor would sharpen them too.
+    """
+    divisors = [1 / s for s in scales]
+    pairs = ", ".join(f"d = {d}: ÷ {x:.3g}" for d, x in zip(widths, divisors, strict=True))
+    if all(math.isclose(x, 1.0) for x in divisors):
+        return (
+            "your rule does not divide at all (it multiplies every logit by 1); the exercise "
+            "asks for a divisor that grows with d, only more slowly than sqrt(d)"
+        )
+    if any(x < 1 and not math.isclose(x, 1.0) for x in divisors):
+        return (
+            f"your rule multiplies the logits instead of dividing them ({pairs}); divide by "
+            "something greater than one that grows with d"
+        )
+    if not all(b > a and not math.isclose(a, b) for a, b in itertools.pairwise(divisors)):
+        return (
+            f"your divisor does not grow with d ({pairs}): a fixed constant is a knob, not a "
+            "rule; the exercise asks for one that grows with d, more slowly than sqrt(d)"
+        )
+    return ""
 
 
 def check_scale_rule(
@@ -75,6 +109,7 @@ def check_scale_rule(
     *,
     widths: Sequence[int] = (4, 16, 64, 256, 1024),
     logits: Mapping[int, np.ndarray] | None = None,
+    divides: bool = False,
     verbose: bool = True,
 ) -> ScaleRuleCheck:
     """Mean top weight over the keys with ``scale_fn(d)`` multiplying the raw scores q·k.
@@ -85,7 +120,10 @@ def check_scale_rule(
     shape at every width; the widths are then its keys, in increasing order (notebook
     02 passes its second table's draws, so the answer comes from the trials
     the table printed). ``expect`` is None or one of "flatten", "sharpen",
-    "hold"; the result says whether the rule behaved that way. Raises
+    "hold"; the result says whether the rule behaved that way. With ``divides``
+    the rule must also divide by something that grows with d (notebook 02's
+    exercise: a rule that does not divide, multiplies, or divides by a
+    constant does not pass, whatever its weights do). Raises
     ValueError for an unknown ``expect``, a scale that is not a positive
     finite number, or ``logits`` that are not one (trials, keys) array per
     width with at least two keys.
@@ -107,8 +145,9 @@ def check_scale_rule(
         behaviour = "hold"
     else:
         behaviour = "flatten" if tops[-1] < tops[0] else "sharpen"
+    problem = _divisor_problem(sweep.widths, scales) if divides else ""
     report = ScaleRuleCheck(
-        sweep.widths, tuple(scales), tops, standard, sweep.keys, behaviour, expect
+        sweep.widths, tuple(scales), tops, standard, sweep.keys, behaviour, expect, problem
     )
     if verbose:
         print(report)

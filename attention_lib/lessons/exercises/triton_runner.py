@@ -58,7 +58,9 @@ ARGUMENTS = (
     "qk_scale",
     "IS_CAUSAL",
 )
-CHILD_TIMEOUT_S = 600
+#: a learner's kernel that never ends is stopped after this long (the solution takes ~10 s,
+#: most of it starting torch and triton; the tests' dozen bodies in one child ~15 s)
+CHILD_TIMEOUT_S = 180
 #: the kernel the learner's body goes into, and the child process that runs it
 SKELETON = "attention_lib.lessons.exercises.triton_skeleton"
 CHILD = "attention_lib.lessons.exercises.triton_child"

@@ -1,0 +1,221 @@
+"""An exercise's hints and solution, kept behind the learner's own attempt (notebooks 02, 07).
+
+`ExerciseGate` is one box per exercise:
+
+- ``attempt(fn)`` (in the learner's cell) runs the checker on their function
+  under a time limit and prints `feedback`; a passing report opens the
+  solution. Whatever the function does (raises, returns a list or the wrong
+  shape, never returns) and whatever is passed instead of a function, the
+  learner reads one sentence, never a traceback from inside the checker.
+- "Show a hint" opens the exercise's hints one at a time, in the order the
+  `Solution` keeps them: the idea, the shapes, the one line that matters.
+- "Show the solution" is disabled until the last hint is open; pressed then,
+  it shows the solution, the checker's report on it, and the explanation.
+
+Run All runs the starter, which does not pass, and presses no button: no
+hint and no solution opens. The box marks its parts with the CSS classes
+the browser tests read (``tests/browser/ask_before_telling.py`` and
+``tests/browser/test_hint_ladder.py``): the box `BOX`, the solution `ANSWER`
+(hidden until revealed), its button `BUTTON`; each hint `HINT` (hidden until
+asked for), the hint button `HINT_BUTTON`; the box's still version, saved
+with the notebook, is a paragraph of class `STILL`. `BOX`, `ANSWER`,
+`BUTTON` and `STILL` are the ask-before-telling convention that
+`attention_lib.explorers.reveal` also follows.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as widgets
+import numpy as np
+
+from ...normalisers import softmax
+from .base import SECONDS, CheckReport, Solution, TimeLimit, time_limit
+from .scale_rule import ScaleRuleCheck
+from .solutions import FLASH_SOLUTIONS, SOLUTIONS, solution_scope
+
+__all__ = [
+    "ANSWER",
+    "BOX",
+    "BUTTON",
+    "HINT",
+    "HINT_BUTTON",
+    "NOTE",
+    "STILL",
+    "ExerciseGate",
+    "feedback",
+]
+
+BOX = "al-reveal"
+ANSWER = "al-reveal-answer"
+BUTTON = "al-reveal-button"
+STILL = "al-reveal-still"
+HINT = "al-hint"
+HINT_BUTTON = "al-hint-button"
+#: the box's still version, saved with the notebook (the browser tests look for it)
+NOTE = "Hints and a solution open here once the notebook runs."
+
+
+def feedback(report: Any) -> str:
+    """A checker's report as the learner reads it: a question while nothing is written yet,
+    the report, and "Not yet" under a report that did not pass."""
+    if isinstance(report, CheckReport) and report.not_written:
+        return (
+            f"Your function is not written yet: it raises NotImplementedError. "
+            f"{report.QUESTION} Write it and run the cell again; the checker holds it to "
+            f"{report.SUBJECT} on {len(report.cases)} cases."
+        )
+    text = str(report)
+    if getattr(report, "passed", False) or getattr(report, "cause", "") == "no triton":
+        return text  # nothing of the learner's to fix where Triton cannot be installed
+    if isinstance(report, ScaleRuleCheck) and not report.divisor_problem:
+        text = "\n".join(text.splitlines()[:-1])  # "expected them to ...": the goal below says it
+        return f"{text}\nNot yet: you are after weights that {report.expected} as d grows."
+    return f"{text}\nNot yet: fix what it points at and run the cell again (or open a hint)."
+
+
+def _solution_function(solution: Solution) -> Callable[..., Any] | None:
+    """The function the solution's code defines (None for the Triton body, run elsewhere)."""
+    if solution.name in FLASH_SOLUTIONS:
+        if solution.name == "key_block":
+            return None
+        scope = solution_scope(solution.name)
+    else:
+        scope = {"np": np, "math": math, "softmax": softmax}
+    exec(compile(solution.code, f"<solution {solution.name}>", "exec"), scope)
+    return scope[solution.name]
+
+
+class _GateBox(widgets.VBox):
+    """The gate's box; displayed, its bundle also holds a one-line still version."""
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any] | None:
+        data = super()._repr_mimebundle_(**kwargs)
+        if data is not None:
+            data["text/html"] = f'<p class="{STILL}"><em>{html.escape(NOTE)}</em></p>'
+            data["text/plain"] = NOTE
+        return data
+
+
+def _hidden(widget: widgets.Widget, hidden: bool = True) -> widgets.Widget:
+    widget.layout.display = "none" if hidden else None
+    return widget
+
+
+class ExerciseGate:
+    """One exercise's attempt, hint ladder and solution (see the module docstring).
+
+    ``check(fn)`` runs the exercise's checker on a function (``verbose=False``)
+    and returns a report with ``passed``. ``name`` is the exercise's key in
+    `SOLUTIONS` or `FLASH_SOLUTIONS` (its code, explanation and hints).
+    ``seconds`` limits each attempt (None: no limit here, for a checker that
+    limits its own child process). Display `widget` where the hints belong.
+    Raises KeyError for an unknown ``name``.
+    """
+
+    WAITING = (
+        "Hints open one at a time; the solution waits until your attempt passes, "
+        "or until you have read every hint and ask for it."
+    )
+
+    def __init__(
+        self,
+        check: Callable[[Any], Any],
+        name: str,
+        *,
+        seconds: float | None = SECONDS,
+    ) -> None:
+        found = SOLUTIONS.get(name) or FLASH_SOLUTIONS.get(name)
+        if found is None:
+            raise KeyError(f"no exercise {name!r}; there are {[*SOLUTIONS, *FLASH_SOLUTIONS]}")
+        self.check, self.solution, self.seconds = check, found, seconds
+        self.opened = 0  # hints open so far
+        self.revealed: str | None = None  # "passed" or "asked" once the solution shows
+        self.status = widgets.HTML(f"<em>{html.escape(self.WAITING)}</em>")
+        # empty until opened: a hidden widget's value is still in the page and the saved state
+        self.hints = [_hidden(widgets.HTML()) for _ in found.hints]
+        for hint in self.hints:
+            hint.add_class(HINT)
+        self.hint_button = widgets.Button(icon="lightbulb-o", layout={"width": "auto"})
+        self.hint_button.add_class(HINT_BUTTON)
+        self.hint_button.on_click(lambda _button: self.hint())
+        self.button = widgets.Button(
+            description="Show the solution", icon="eye", layout={"width": "auto"}
+        )
+        self.button.add_class(BUTTON)
+        self.button.on_click(lambda _button: self.reveal("asked"))
+        self.answer = _hidden(widgets.HTML())
+        self.answer.add_class(ANSWER)
+        buttons = widgets.HBox([self.hint_button, self.button])
+        self.widget = _GateBox([self.status, *self.hints, buttons, self.answer])
+        self.widget.add_class(BOX)
+        self._buttons()
+
+    def _buttons(self) -> None:
+        """The hint button counts the hints left; the solution's waits for the last hint."""
+        left = len(self.hints) - self.opened
+        self.hint_button.description = (
+            f"Show hint {self.opened + 1} of {len(self.hints)}" if left else "No more hints"
+        )
+        self.hint_button.disabled = left == 0 or self.revealed is not None
+        self.button.disabled = left > 0 and self.revealed is None
+
+    def hint(self) -> str:
+        """Open the next hint and return its text ("" when none is left)."""
+        if self.opened >= len(self.hints) or self.revealed is not None:
+            return ""
+        text = self.solution.hints[self.opened]
+        self.hints[self.opened].value = f"<p><b>Hint {self.opened + 1}.</b> {html.escape(text)}</p>"
+        _hidden(self.hints[self.opened], False)
+        self.opened += 1
+        self._buttons()
+        if self.opened == len(self.hints):
+            self.status.value = "<em>That was the last hint. The solution opens on request.</em>"
+        return self.solution.hints[self.opened - 1]
+
+    def attempt(self, fn: Any) -> Any:
+        """Check ``fn`` and print `feedback`, or one sentence on why it could not be checked.
+
+        Returns the report (None when the check could not run). A passing
+        report opens the solution.
+        """
+        try:
+            if self.seconds is None:
+                report = self.check(fn)
+            else:
+                with time_limit(self.seconds):
+                    report = self.check(fn)
+        except TimeLimit:
+            print(
+                f"Your function did not return within {self.seconds:g} s, so the check stopped "
+                "it: is there a loop that never ends? Change it and run the cell again."
+            )
+            return None
+        except Exception as err:  # the learner's input, in one sentence, not a traceback
+            print(f"The check could not run: {err}.")
+            return None
+        print(feedback(report))
+        if getattr(report, "passed", False):
+            self.reveal("passed")
+        return report
+
+    def reveal(self, reason: str = "asked") -> None:
+        """Show the solution: "passed", or "asked" once every hint is open (else nothing)."""
+        if self.revealed is not None or (reason == "asked" and self.opened < len(self.hints)):
+            return
+        self.revealed = reason
+        parts = [f"<pre><code>{html.escape(self.solution.code.strip())}</code></pre>"]
+        fn = _solution_function(self.solution)
+        if fn is not None:
+            parts.append(f"<pre>{html.escape(str(self.check(fn)))}</pre>")
+        parts.append(f"<p>{html.escape(self.solution.explanation)}</p>")
+        self.answer.value = "\n".join(parts)
+        _hidden(self.answer, False)
+        said = "Your attempt passed: here is ours to compare." if reason == "passed" else ""
+        self.status.value = f"<b>{html.escape(said or 'Here is one solution.')}</b>"
+        self._buttons()
+        self.button.disabled = True
