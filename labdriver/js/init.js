@@ -36,4 +36,21 @@
   window.__alBoxes = () => Array.from(document.querySelectorAll('.al-explorer'))
     .filter((box) => box.querySelector(':scope > img.widget-image'));
   window.__alPicture = (b) => window.__alBoxes()[b].querySelector(':scope > img.widget-image');
+  // A picture's pixels (RGBA bytes; null before it has loaded), and `inked`: a count of
+  // sampled pixels that are drawn and dark (0 for a blank picture).
+  window.__alPixels = (img) => {
+    if (!img.complete || !img.naturalWidth) return null;
+    const cv = document.createElement('canvas');
+    cv.width = img.naturalWidth;
+    cv.height = img.naturalHeight;
+    const ctx = cv.getContext('2d');
+    ctx.drawImage(img, 0, 0);
+    return ctx.getImageData(0, 0, cv.width, cv.height).data;
+  };
+  window.__alInked = (img) => {
+    const d = window.__alPixels(img);
+    let n = 0;
+    if (d) for (let i = 0; i < d.length; i += 4 * 13) if (d[i + 3] > 0 && d[i] < 200) n++;
+    return n;
+  };
 })();

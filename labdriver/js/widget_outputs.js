@@ -5,18 +5,6 @@
   const w = window.jupyterapp.shell.currentWidget;
   const mime = 'application/vnd.jupyter.widget-view+json';
   const shown = (n) => n.offsetParent !== null && n.getBoundingClientRect().width > 0;
-  const inked = (img) => {
-    if (!img.complete || !img.naturalWidth) return 0;
-    const cv = document.createElement('canvas');
-    cv.width = img.naturalWidth;
-    cv.height = img.naturalHeight;
-    const ctx = cv.getContext('2d');
-    ctx.drawImage(img, 0, 0);
-    const d = ctx.getImageData(0, 0, cv.width, cv.height).data;
-    let n = 0;
-    for (let i = 0; i < d.length; i += 4 * 13) if (d[i + 3] > 0 && d[i] < 200) n++;
-    return n;
-  };
   const out = [];
   w.content.widgets.forEach((c, index) => {
     if (c.model.type !== 'code') return;
@@ -34,7 +22,7 @@
         images: Array.from(node.querySelectorAll('img')).filter(shown).map((i) => ({
           width: i.getBoundingClientRect().width, natural: i.naturalWidth, complete: i.complete})),
         pictures: pictures.map((img) => ({
-          width: img.naturalWidth, height: img.naturalHeight, inked: inked(img),
+          width: img.naturalWidth, height: img.naturalHeight, inked: window.__alInked(img),
           trace: window.__traceId(img)})),
         controlsShown: Array.from(node.querySelectorAll('.al-controls')).some(shown),
         explorer: !!node.querySelector('.al-explorer'),
