@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab reset test test-soak test-compile lint format notebooks bench clean bench-latency gpu-check gpu-wheels model
+.PHONY: lab reset test test-soak test-runtime-only test-compile lint format notebooks bench clean bench-latency gpu-check gpu-wheels model
 
 # The environment, made and kept up to date by the course's own Python code (course/), the
 # same code as the make-free commands (python -m course lab, test: see the README).
@@ -51,6 +51,17 @@ test:
 # `make test`.
 test-soak: $(STAMP)
 	$(BIN)/python -m pytest -m soak tests/browser
+
+# nbval on every notebook in an environment of the course's runtime requirements alone
+# (pyproject.toml's main list) and nbval: no test extra, no lab extension, no ipympl; a
+# scratch venv under $(RUNTIME_VENV), made anew (about 2 minutes, then the notebooks); CI runs it.
+RUNTIME_VENV ?= /tmp/attention-course-runtime
+test-runtime-only:
+	rm -rf $(RUNTIME_VENV)
+	$(PYTHON) -m venv $(RUNTIME_VENV)
+	$(RUNTIME_VENV)/bin/python -m pip install --quiet . "$$(grep -o 'nbval==[0-9.]*' pyproject.toml)"
+	cd notebooks && $(RUNTIME_VENV)/bin/python -m pytest -p no:cacheprovider -o addopts= -c /dev/null \
+		--rootdir=. --nbval --nbval-current-env --nbval-sanitize-with sanitize.cfg -q .
 
 # The Triton compiles make test leaves to the front end: widths 16 and 32 whole to a cubin
 # for sm_80 and sm_90 (tests/triton/test_triton_compile.py --narrow); CI runs it.

@@ -61,14 +61,26 @@ def test_kernel_probe_reports_the_explorers_and_what_was_logged():
     assert brief["controls"] == controls and "figure" not in brief and "inputs" not in brief
 
 
-# A page with init.js, one "figure box" as first_draw_after.js finds it, and a learner's
-# click on a button: pressed, held, released; the figure painted after the release.
+# A page with init.js, one explorer box as init.js's __alBoxes finds it, and a learner's
+# click on a button: pressed, held, released; the frame shown after the release.
 _CLICK_PAGE = """
-<div class="jp-Notebook"><div class="widget-vbox"><div class="jupyter-matplotlib">
-  <div class="jupyter-matplotlib-canvas-div"><canvas width="4" height="4"></canvas></div>
-</div></div></div>
+<div class="al-explorer"><img class="widget-image"></div>
 <button>run</button>
 """
+# a 1 x 1 PNG, the frame the kernel sends
+_FRAME = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+    "YPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+_SHOW_FRAME = """async (b64) => {
+  const png = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  const img = window.__alPicture(0);
+  img.src = URL.createObjectURL(new Blob([png], {type: 'image/png'}));  // as the Image view does
+  await new Promise((done) => {
+    const drawn = () => ((img.__draws || []).length ? done() : requestAnimationFrame(drawn));
+    drawn();
+  });
+}"""
 
 
 def test_a_moves_input_is_the_event_that_makes_its_change(chromium):
@@ -78,11 +90,7 @@ def test_a_moves_input_is_the_event_that_makes_its_change(chromium):
         page.add_script_tag(content=sources.js("init"))  # as the lab's pages load it first
         since = page.evaluate("() => performance.now()")
         page.locator("button").click(delay=labdriver.CLICK_HOLD_MS)
-        page.evaluate(
-            "() => { const img = new Image(); img.src = 'blob:frame';"  # a frame arrives...
-            " document.querySelector('canvas').getContext('2d')"
-            ".drawImage(document.createElement('canvas'), 0, 0); }"  # ...and is painted
-        )
+        page.evaluate(_SHOW_FRAME, _FRAME)  # a frame arrives, loads and is shown
         inputs = page.evaluate("() => window.__inputs")
         pressed = next(e["t"] for e in inputs if e["type"] == "mousedown")
         released = next(e["t"] for e in inputs if e["type"] == "click")

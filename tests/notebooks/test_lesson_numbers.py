@@ -43,8 +43,13 @@ LESSON_HEADINGS = [
 
 
 def _code_cells() -> list[dict[str, Any]]:
+    """The notebook's code cells after its Colab set-up cell (which does nothing here)."""
     cells = json.loads(NOTEBOOK.read_text())["cells"]
-    return [c for c in cells if c["cell_type"] == "code"]
+    return [
+        c
+        for c in cells
+        if c["cell_type"] == "code" and "colab-setup" not in c["metadata"].get("tags", [])
+    ]
 
 
 def _source(cell: dict[str, Any]) -> str:
