@@ -1,20 +1,16 @@
-"""Ask before telling: a solution that waits for an attempt, and a guess before the answer.
+"""Ask before telling: a guess before the answer.
 
-- `SolutionGate`: an exercise's solution, hidden until the learner's own
-  attempt passes its checker (`SolutionGate.attempt`) or they press "Show the
-  solution". Run All (and nbval) runs the starter code, which does not pass,
-  so nothing is revealed. `feedback` turns a checker's report into a printout
-  that reads as a question when the attempt is not there yet.
-- `Prediction` (and `predict_number`, `predict_choice`): the learner commits a
-  guess with a slider or a choice and presses "Lock in my guess"; only then is
-  the answer computed, compared with the guess and shown, with an optional
-  widget (an explorer's box) that stays hidden until then.
+`Prediction` (and `predict_number`, `predict_choice`): the learner commits a
+guess with a slider or a choice and presses "Lock in my guess"; only then is
+the answer computed, compared with the guess and shown, with an optional
+widget (an explorer's box) that stays hidden until then. (An exercise's hints
+and solution wait in `attention_lib.lessons.exercises.gate.ExerciseGate`.)
 
-Both are widgets whose display bundle also holds a one-line still version
+Its widget's display bundle also holds a one-line still version
 (`attention_lib.explorers.base.StillBox`), so a notebook opened without its
 kernel shows what the box is for instead of the widget's text.
 
-Both mark their parts with CSS classes, the convention the browser test
+It marks its parts with CSS classes, the convention the browser test
 ``tests/browser/ask_before_telling.py`` reads: the box has `BOX`
 (``al-reveal``), the widgets that hold the answer `ANSWER`
 (``al-reveal-answer``, hidden until the reveal), the button that reveals it
@@ -30,7 +26,6 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..lessons.exercises import CheckReport, ScaleRuleCheck
 from .base import StillBox
 from .controls import fit_label, fit_slider
 
@@ -41,9 +36,7 @@ __all__ = [
     "GUESS",
     "STILL",
     "Prediction",
-    "SolutionGate",
     "answer_picture",
-    "feedback",
     "predict_choice",
     "predict_number",
 ]
@@ -91,147 +84,6 @@ class _NoteBox(StillBox):
 
 
 # -- exercises -----------------------------------------------------------------------------
-
-
-def feedback(report: Any) -> str:
-    """A checker's report as the learner reads it: a question while the attempt is not there.
-
-    - `ScaleRuleCheck`: the table and what the rule did, then, if that is not
-      what was expected, a question instead of "expected them to ... instead".
-    - a `CheckReport` (`AttentionCheck`, `MaskCheck`, `DecodeCheck`): when
-      every case raised NotImplementedError (the untouched starter), the
-      exercise's question (``QUESTION``) and what to do; otherwise the report,
-      and an invitation to try again if a case failed.
-    - anything else: ``str(report)``.
-    """
-    if isinstance(report, ScaleRuleCheck):
-        lines = str(report).splitlines()
-        if report.expected is None or report.passed:
-            return "\n".join(lines)
-        goal = {
-            "flatten": f"fall toward uniform, 1/{report.keys}, as d grows",
-            "sharpen": "climb toward one as d grows",
-            "hold": "hold steady across the widths",
-        }[report.expected]
-        return "\n".join(
-            [
-                *lines[:-1],
-                f"Not yet: you are after weights that {goal}. "
-                "Which rule does that? Change it and run the cell again.",
-            ]
-        )
-    if isinstance(report, CheckReport):
-        if report.not_written:
-            return " ".join(
-                part
-                for part in (
-                    "Your function is not written yet: it raises NotImplementedError.",
-                    report.QUESTION,
-                    f"Write it, run the cell again, and the checker compares it with "
-                    f"{report.SUBJECT} on {len(report.cases)} cases.",
-                )
-                if part
-            )
-        text = str(report)
-        return text if report.passed else text + "\nNot yet: fix what it points at and run again."
-    return str(report)
-
-
-class SolutionGate:
-    """An exercise's solution, kept hidden until the attempt passes or the learner asks.
-
-    ``check(attempt)`` runs the exercise's checker on the learner's code and
-    returns a report with a ``passed`` attribute (e.g.
-    ``lambda fn: check_scale_rule(fn, expect="flatten", verbose=False)``).
-    ``solution_code`` is shown as code when revealed; ``solution_result``
-    (optional) is called then, and what it returns (the checker on the
-    solution, say) is shown under the code, followed by ``explanation``
-    (prose that would give the answer away if printed earlier). Display
-    `widget` where the solution belongs; call `attempt` in the learner's
-    cell. `for_function` builds one whose result is the checker run on the
-    solution code itself.
-    """
-
-    WAITING = "The solution stays hidden until your attempt passes, or until you press the button."
-    STILL = "The solution appears here once your attempt passes (run the notebook first)."
-
-    def __init__(
-        self,
-        check: Callable[[Any], Any],
-        solution_code: str,
-        solution_result: Callable[[], Any] | None = None,
-        *,
-        explanation: str = "",
-        button: str = "Show the solution",
-    ) -> None:
-        self.check = check
-        self.solution_code = solution_code
-        self.solution_result = solution_result
-        self.explanation = explanation
-        self.revealed: str | None = None  # "passed" or "asked" once shown
-        self.status = widgets.HTML(f"<em>{html.escape(self.WAITING)}</em>")
-        self.button = widgets.Button(description=button, icon="eye", layout={"width": "auto"})
-        self.button.on_click(lambda _button: self.reveal("asked"))
-        self.button.add_class(BUTTON)
-        self.solution = widgets.HTML(layout=_HIDDEN)
-        self.solution.add_class(ANSWER)
-        self.widget = _NoteBox([self.status, self.button, self.solution], self.STILL)
-
-    @classmethod
-    def for_function(
-        cls,
-        check: Callable[[Any], Any],
-        solution_code: str,
-        name: str,
-        namespace: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> SolutionGate:
-        """A gate whose solution is ``solution_code`` defining function ``name``.
-
-        When revealed, the code is run (in ``namespace``: the names it uses,
-        ``np``, ``math``, ``softmax``...) and ``check`` is shown run on the
-        function it defines, so the shown output is the shown code's.
-        Raises ValueError if the code does not define ``name``.
-        """
-        scope = dict(namespace or {})
-        exec(compile(solution_code, f"<solution {name}>", "exec"), scope)
-        if not callable(scope.get(name)):
-            raise ValueError(f"the solution code does not define a function {name!r}")
-        return cls(check, solution_code, lambda: check(scope[name]), **kwargs)
-
-    def attempt(self, attempt: Any) -> Any:
-        """Check ``attempt`` (the learner's function), print `feedback`; reveal if it passed.
-
-        Returns the checker's report.
-        """
-        report = self.check(attempt)
-        print(feedback(report))
-        if getattr(report, "passed", False):
-            self.reveal("passed")
-        return report
-
-    def reveal(self, reason: str = "asked") -> None:
-        """Show the solution (``reason``: "passed" or "asked"); once is enough."""
-        if self.revealed is not None:
-            return
-        self.revealed = reason
-        parts = [f"<pre><code>{html.escape(self.solution_code.strip())}</code></pre>"]
-        if self.solution_result is not None:
-            parts.append(f"<pre>{html.escape(str(self.solution_result()))}</pre>")
-        if self.explanation:
-            parts.append(f"<p>{html.escape(self.explanation)}</p>")
-        self.solution.value = "\n".join(parts)
-        _show(self.solution)
-        _show(self.button, False)
-        said = (
-            "Your attempt passed: here is ours to compare."
-            if reason == "passed"
-            else "Here is one solution."
-        )
-        self.status.value = f"<b>{html.escape(said)}</b>"
-
-
-# -- predict, then reveal ----------------------------------------------------------------
 
 
 class Prediction:

@@ -59,7 +59,6 @@ def asks(name: str) -> bool:
     markers = (
         f'class="{reveal.STILL}"',
         reveal.Prediction.STILL,
-        reveal.SolutionGate.STILL,
         gate.NOTE,
     )
     return any(marker in text for marker in markers)

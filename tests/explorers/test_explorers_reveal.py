@@ -1,8 +1,9 @@
-"""Ask before telling: solutions that wait for an attempt, guesses locked in before answers.
+"""Ask before telling: guesses locked in before answers.
 
-Driven as a learner drives them: the attempt's function is handed to the
-gate, buttons are pressed with ``.click()``, guesses set through the widget's
-value. What Run All does (the starter code, no button pressed) reveals nothing.
+Driven as a learner drives them: buttons are pressed with ``.click()``,
+guesses set through the widget's value. What Run All does (no button
+pressed) reveals nothing. (The exercises' gate, hints and solutions:
+tests/lessons/test_exercise_gate.py.)
 """
 
 from __future__ import annotations
@@ -13,128 +14,17 @@ import ipywidgets as widgets
 import numpy as np
 import pytest
 
-from attention_lib import softmax
 from attention_lib.explorers import VolumeKnobExplorer
-from attention_lib.explorers.reveal import (
-    Prediction,
-    SolutionGate,
-    feedback,
-    predict_choice,
-    predict_number,
-)
-from attention_lib.lessons.exercises import check_attention, check_scale_rule
+from attention_lib.explorers.reveal import Prediction, predict_choice, predict_number
 
 pytestmark = pytest.mark.filterwarnings("error")
-
-SOLUTION = "def over_divided(d):\n    return 1 / d"
-
-
-def scale_gate() -> SolutionGate:
-    return SolutionGate(
-        lambda fn: check_scale_rule(fn, expect="flatten", verbose=False),
-        SOLUTION,
-        lambda: check_scale_rule(lambda d: 1 / d, expect="flatten", verbose=False),
-    )
-
-
-def starter(d):
-    return 1 / math.sqrt(d)  # the notebook's starter: holds, does not flatten
-
-
-def attention_starter(q, k, v, mask=None):
-    raise NotImplementedError("replace this line with your attention")
-
-
-def reference_attention(q, k, v, mask=None):
-    scores = q @ k.T / math.sqrt(q.shape[-1])  # (L, S)
-    if mask is not None:
-        scores = np.where(mask, scores, -np.inf)
-    return softmax(scores, axis=-1) @ v  # (L, dv)
 
 
 def hidden(widget: widgets.Widget) -> bool:
     return widget.layout.display == "none"
 
 
-# -- the solution gate -----------------------------------------------------------------
-
-
-def test_the_starter_reveals_nothing_and_asks_a_question(capsys):
-    gate = scale_gate()
-    report = gate.attempt(starter)  # what Run All (and nbval) runs
-    printed = capsys.readouterr().out
-    assert not report.passed and gate.revealed is None
-    assert hidden(gate.solution) and gate.solution.value == ""  # not in the widget's state
-    assert not hidden(gate.button)
-    assert "return 1 / d" not in printed
-    assert "expected them to flatten instead" not in printed
-    assert printed.rstrip().endswith("Which rule does that? Change it and run the cell again."), (
-        printed
-    )
-    assert "Not yet: you are after weights that fall toward uniform, 1/6, as d grows." in printed
-
-
-def test_a_passing_attempt_reveals_the_solution_and_its_check(capsys):
-    gate = scale_gate()
-    gate.attempt(lambda d: 1 / d)
-    assert gate.revealed == "passed"
-    assert not hidden(gate.solution) and hidden(gate.button)
-    assert "return 1 / d" in gate.solution.value
-    assert "your weights flatten as d grows" in gate.solution.value  # the solution's own check
-    assert "passed" in gate.status.value
-    assert "as expected." in capsys.readouterr().out
-
-
-def test_the_button_reveals_on_request_once():
-    calls = []
-    gate = SolutionGate(lambda fn: check_scale_rule(fn, expect="flatten", verbose=False), SOLUTION)
-    gate.solution_result = lambda: calls.append(1) or "checked"
-    gate.button.click()
-    assert gate.revealed == "asked" and "Here is one solution" in gate.status.value
-    assert "checked" in gate.solution.value
-    gate.button.click()
-    gate.reveal("passed")
-    assert gate.revealed == "asked" and calls == [1]
-
-
-def test_an_unwritten_attention_gets_one_line_not_five_failures(capsys):
-    gate = SolutionGate(lambda fn: check_attention(fn, verbose=False), "def my_attention(...): ...")
-    gate.attempt(attention_starter)
-    printed = capsys.readouterr().out
-    assert "FAIL" not in printed and printed.count("\n") == 1, printed
-    assert printed.startswith("Your function is not written yet")
-    assert gate.revealed is None
-
-
-def test_a_working_attention_opens_the_gate(capsys):
-    gate = SolutionGate(lambda fn: check_attention(fn, verbose=False), "def my_attention(...): ...")
-    gate.attempt(reference_attention)
-    assert gate.revealed == "passed"
-    assert "All 5 cases agree" in capsys.readouterr().out
-
-
-def test_a_wrong_attention_is_told_what_looks_wrong(capsys):
-    def no_mask(q, k, v, mask=None):
-        return reference_attention(q, k, v)
-
-    report = SolutionGate(lambda fn: check_attention(fn, verbose=False), "").attempt(no_mask)
-    printed = capsys.readouterr().out
-    assert report.cause == "mask ignored"
-    assert "the mask had no effect" in printed and printed.rstrip().endswith("run again.")
-
-
-def test_feedback_passes_other_reports_through():
-    assert feedback("anything") == "anything"
-    held = check_scale_rule(starter, expect="hold", verbose=False)
-    assert feedback(held) == str(held)  # passed: nothing to ask
-
-
-def test_the_gate_has_a_still_line_for_a_page_without_its_kernel():
-    bundle = scale_gate().widget._repr_mimebundle_()
-    assert SolutionGate.STILL in bundle["text/plain"] and SolutionGate.STILL in bundle["text/html"]
-
-
-# -- predict, then reveal --------------------------------------------------------------
+# -- predictions ------------------------------------------------------------------------
 
 
 def test_a_choice_cannot_be_locked_before_one_is_made():
@@ -213,33 +103,6 @@ def test_any_value_widget_can_carry_the_guess():
     assert Prediction.STILL in prediction.widget._repr_mimebundle_()["text/plain"]
 
 
-def test_a_gate_for_a_solution_function_shows_that_function_checked(capsys):
-    code = (
-        "def my_attention(q, k, v, mask=None):\n"
-        "    scores = q @ k.T / math.sqrt(q.shape[-1])  # (L, S)\n"
-        "    if mask is not None:\n"
-        "        scores = np.where(mask, scores, -np.inf)\n"
-        "    return softmax(scores, axis=-1) @ v  # (L, dv)\n"
-    )
-    gate = SolutionGate.for_function(
-        lambda fn: check_attention(fn, verbose=False),
-        code,
-        "my_attention",
-        {"np": np, "math": math, "softmax": softmax},
-        explanation="Scale the scores, mask before the softmax, softmax over the keys.",
-    )
-    gate.attempt(attention_starter)
-    assert gate.revealed is None and gate.solution.value == ""
-    gate.button.click()
-    assert "All 5 cases agree" in gate.solution.value
-    assert "q @ k.T / math.sqrt" in gate.solution.value
-    assert gate.solution.value.rstrip().endswith(
-        "<p>Scale the scores, mask before the softmax, softmax over the keys.</p>"
-    )
-    with pytest.raises(ValueError, match="does not define a function 'missing'"):
-        SolutionGate.for_function(lambda fn: None, "x = 1", "missing")
-
-
 # -- the convention the browser test reads, and the course's predictions -------------------
 
 
@@ -250,9 +113,6 @@ def _classes(widget: widgets.Widget) -> set[str]:
 def test_every_ask_before_telling_box_marks_its_parts():
     from attention_lib.explorers import reveal
 
-    gate = scale_gate()
-    assert reveal.BOX in _classes(gate.widget)
-    assert reveal.ANSWER in _classes(gate.solution) and reveal.BUTTON in _classes(gate.button)
     picture = widgets.Image()
     prediction = predict_number(
         "How many?", lambda: 3.0, low=0, high=10, step=1, tolerance=1, reveal=picture
@@ -262,36 +122,7 @@ def test_every_ask_before_telling_box_marks_its_parts():
     assert reveal.BUTTON in _classes(prediction.button)
     assert {reveal.ANSWER} <= _classes(prediction.result) & _classes(picture)
     # the saved notebook shows that the box asks: its still version carries the class
-    for box in (gate.widget, prediction.widget):
-        assert f'class="{reveal.STILL}"' in box._repr_mimebundle_()["text/html"]
-
-
-def test_the_new_checkers_starters_ask_their_question(capsys):
-    from attention_lib.lessons.exercises import (
-        DecodeCheck,
-        MaskCheck,
-        check_combined_mask,
-        check_decode_step,
-    )
-
-    def mask_starter(lengths, size):
-        raise NotImplementedError("replace this line with your mask")
-
-    def decode_starter(q, k, v, k_cache, v_cache):
-        raise NotImplementedError("replace this line with your decode step")
-
-    for check, fn, kind, cases in (
-        (check_combined_mask, mask_starter, MaskCheck, 3),
-        (check_decode_step, decode_starter, DecodeCheck, 4),
-    ):
-        gate = SolutionGate(lambda f, check=check: check(f, verbose=False), "def f(): pass")
-        report = gate.attempt(fn)
-        printed = capsys.readouterr().out.strip()
-        assert printed == feedback(report)
-        assert printed.startswith("Your function is not written yet")
-        assert kind.QUESTION in printed and kind.QUESTION.endswith("?")
-        assert f"compares it with {kind.SUBJECT} on {cases} cases" in printed
-        assert gate.revealed is None and hidden(gate.solution)
+    assert f'class="{reveal.STILL}"' in prediction.widget._repr_mimebundle_()["text/html"]
 
 
 @pytest.mark.parametrize("name", ["share", "spread", "divide_by_d"])
