@@ -60,6 +60,7 @@ test-runtime-only:
 	rm -rf $(RUNTIME_VENV)
 	$(PYTHON) -m venv $(RUNTIME_VENV)
 	$(RUNTIME_VENV)/bin/python -m pip install --quiet . "$$(grep -o 'nbval==[0-9.]*' pyproject.toml)"
+	rm -rf build  # setuptools' build of the install above
 	cd notebooks && $(RUNTIME_VENV)/bin/python -m pytest -p no:cacheprovider -o addopts= -c /dev/null \
 		--rootdir=. --nbval --nbval-current-env --nbval-sanitize-with sanitize.cfg -q .
 
