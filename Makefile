@@ -65,7 +65,8 @@ test-runtime-only:
 		--rootdir=. --nbval --nbval-current-env --nbval-sanitize-with sanitize.cfg -q .
 
 # The Triton compiles make test leaves to the front end: widths 16 and 32 whole to a cubin
-# for sm_80 and sm_90 (tests/triton/test_triton_compile.py --narrow); CI runs it.
+# for sm_80 and sm_90, width 16 for sm_75, sm_86 and sm_89, each against its shared memory
+# (tests/triton/test_triton_compile.py --narrow); CI runs it.
 test-compile: $(STAMP)
 	TRITON_INTERPRET=0 $(BIN)/python tests/triton/test_triton_compile.py --narrow --check > /dev/null
 

@@ -1,4 +1,4 @@
-"""The Triton kernels compiled ahead of time for real GPUs (sm_80, sm_90), with no GPU.
+"""The Triton kernels compiled ahead of time for real GPUs (sm_75 to sm_90), with no GPU.
 
 Triton's interpreter runs a kernel's Python, so it accepts code the GPU
 compiler refuses (a plain Python global inside a kernel, for one: every
@@ -27,6 +27,15 @@ Two depths, both failing on any compile error:
   each program needs against the target's limit. A whole compile takes
   seconds of CPU (float32's backward more than ten), so the other
   configurations get it from ``python tests/triton/test_triton_compile.py --full``.
+
+sm_75 (Colab's T4), sm_86 and sm_89 (RTX 30xx and 40xx) have less shared
+memory per program (64, 99 and 99 KiB against sm_80's 163 and sm_90's 227)
+and run their own tiles where the main table's would not fit
+(`configs.tile_family`). Every tile a launch can choose there is compiled
+to the front end, and the tile each runs is compiled whole, causal, at every
+table row (widths 64, 128 and 256) in float16 and float32, and checked
+against the target's limit; ``make test-compile`` adds width 16. bfloat16
+is not compiled for sm_75: the launcher refuses it there (`launch.refusal`).
 
 The backward kernels also store float32 gradients for 16-bit inputs (an
 input broadcast along batch dimensions has its per-entry gradients summed
@@ -61,9 +70,21 @@ pytestmark = pytest.mark.skipif(
 
 ROOT = Path(__file__).resolve().parents[2]
 # compute capability, and the most shared memory one program (block) may use, in bytes
-TARGETS = {"sm_80": (80, 163 * 1024), "sm_90": (90, 227 * 1024)}
+# (NVIDIA's CUDA C++ Programming Guide, the opt-in maximum per thread block; KiB of 1024)
+TARGETS = {
+    "sm_75": (75, 64 * 1024),  # Turing: Colab's T4, RTX 20xx
+    "sm_80": (80, 163 * 1024),  # A100
+    "sm_86": (86, 99 * 1024),  # RTX 30xx, A10, A40: 101376 bytes
+    "sm_89": (89, 99 * 1024),  # RTX 40xx, L4: 101376 bytes
+    "sm_90": (90, 227 * 1024),  # H100, H200
+}
+#: every configuration at the depth the module docstring gives; the others (less shared
+#: memory, their own tiles where the main table's would not fit) whole only where a
+#: program's shared memory is decided
+MAIN_TARGETS = ("sm_80", "sm_90")
 FULL_WIDTHS = (64, 128)  # the benchmark's head widths: every 16-bit choice compiled whole
-#: compiled whole by ``make test-compile`` (CI, after make test: --narrow), front end here
+#: compiled whole by ``make test-compile`` (CI, after make test: --narrow), front end here;
+#: for sm_75, sm_86 and sm_89 at the first only
 NARROW_WIDTHS = (16, 32)
 DTYPE_NAMES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 
@@ -106,6 +127,7 @@ def configurations(whole_everywhere: bool = False, narrow: bool = False) -> list
         DELTA_TILE,
         DTYPES,
         HEAD_DIMS,
+        MIN_CAPABILITY,
         candidates,
         every_choice,
     )
@@ -113,8 +135,12 @@ def configurations(whole_everywhere: bool = False, narrow: bool = False) -> list
     def whole(kernel: str, head_dim: int, dtype: str, causal: bool, tile, arch: str) -> bool:
         if whole_everywhere:
             return True
-        if tile != candidates(kernel, head_dim, dtype, causal)[0]:
+        if tile != candidates(kernel, head_dim, dtype, causal, TARGETS[arch][0])[0]:
             return False  # a --tune candidate: front end only
+        if arch not in MAIN_TARGETS:  # each width's tile against the limit, 16-bit and float32
+            if narrow and head_dim == NARROW_WIDTHS[0]:
+                return dtype == "float16" and causal
+            return causal and head_dim >= 64 and dtype in ("float16", "float32")
         if dtype == "float32":  # products on the FMA units, the same code for both targets
             return causal and head_dim == 64 and arch == "sm_80"
         if head_dim in FULL_WIDTHS:  # the benchmark's widths: float16 both ways, bfloat16 causal
@@ -124,8 +150,9 @@ def configurations(whole_everywhere: bool = False, narrow: bool = False) -> list
         return dtype == "float16" and causal and wide
 
     configs = []
-    for arch in TARGETS:
-        for kernel, head_dim, dtype, causal, tile in every_choice():
+    for arch, (capability, _) in TARGETS.items():
+        runs = [d for d in DTYPES if capability >= MIN_CAPABILITY.get(d, 0)]  # not sm_75's bf16
+        for kernel, head_dim, dtype, causal, tile in every_choice(capability):
             shape = (tile.block_m, tile.block_n, tile.num_warps, tile.num_stages)
             flag = whole(kernel, head_dim, dtype, causal, tile, arch)
             configs.append(Config(kernel, head_dim, head_dim, dtype, causal, shape, arch, flag))
@@ -137,8 +164,8 @@ def configurations(whole_everywhere: bool = False, narrow: bool = False) -> list
         # float32 gradients of 16-bit inputs (broadcast inputs' per-entry gradients)
         for kernel in ("dkdv", "dq"):
             for head_dim in HEAD_DIMS:
-                for dtype in ("float16", "bfloat16"):
-                    tile = candidates(kernel, head_dim, dtype, True)[0]
+                for dtype in [d for d in runs if d != "float32"]:
+                    tile = candidates(kernel, head_dim, dtype, True, capability)[0]
                     shape = (tile.block_m, tile.block_n, tile.num_warps, tile.num_stages)
                     flag = whole_everywhere or head_dim == 64
                     configs.append(
@@ -146,10 +173,11 @@ def configurations(whole_everywhere: bool = False, narrow: bool = False) -> list
                                grads="float32")
                     )  # fmt: skip
         delta = (DELTA_TILE.block_m, DELTA_TILE.block_n, DELTA_TILE.num_warps, 1)
+        narrow_widths = NARROW_WIDTHS if arch in MAIN_TARGETS else NARROW_WIDTHS[:1]
         for head_dim in HEAD_DIMS:
-            for dtype in DTYPES:
+            for dtype in runs:
                 flag = whole_everywhere or head_dim in FULL_WIDTHS
-                flag = flag or (narrow and head_dim in NARROW_WIDTHS)
+                flag = flag or (narrow and head_dim in narrow_widths)
                 configs.append(Config("delta", head_dim, head_dim, dtype, False, delta, arch, flag))
         # padded widths (E < HEAD_DIM), E != Ev, lengths that are not multiples of 16,
         # heads inside the rows (B, L, H, E), and features that are not contiguous
@@ -160,7 +188,7 @@ def configurations(whole_everywhere: bool = False, narrow: bool = False) -> list
                 (128, 96, 256, "strided"),
             ):
                 head_dim = max(16, 1 << (max(width, width_v) - 1).bit_length())
-                tile = candidates(kernel, head_dim, "float16", True)[0]
+                tile = candidates(kernel, head_dim, "float16", True, capability)[0]
                 shape = (tile.block_m, tile.block_n, tile.num_warps, tile.num_stages)
                 configs.append(
                     Config(
@@ -315,12 +343,14 @@ def run(configs: list[Config], jobs: int) -> dict[str, dict]:
 
 # the child: python tests/triton/test_triton_compile.py [--full] [--jobs N]
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="compile the Triton kernels for sm_80 and sm_90")
+    parser = argparse.ArgumentParser(description="compile the Triton kernels for sm_75 to sm_90")
     parser.add_argument("--full", action="store_true", help="every configuration to a cubin")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--match", default="", help="only configurations whose name has this")
     parser.add_argument(
-        "--narrow", action="store_true", help="only the whole compiles at widths 16 and 32"
+        "--narrow",
+        action="store_true",
+        help="only the whole compiles at widths 16 and 32 (sm_75, sm_86, sm_89: 16)",
     )
     parser.add_argument(
         "--check", action="store_true", help="exit 1, naming each, if a compile fails or overflows"
@@ -394,13 +424,37 @@ def test_make_test_compile_compiles_the_narrow_widths_whole():
 
 
 def test_every_table_entry_is_compiled():
-    from attention_lib.flash.triton.configs import every_choice
+    """Every tile a launch can choose on each target, the tile it runs there whole."""
+    from attention_lib.flash.triton.configs import choose, every_choice
 
-    names = {(c.kernel, c.width, c.dtype, c.causal, c.tile, c.arch) for c in configurations()}
-    for kernel, head_dim, dtype, causal, t in every_choice():
-        shape = (t.block_m, t.block_n, t.num_warps, t.num_stages)
-        for arch in TARGETS:
+    configs = configurations()
+    names = {(c.kernel, c.width, c.dtype, c.causal, c.tile, c.arch) for c in configs}
+    cubins = {(c.kernel, c.width, c.dtype, c.tile, c.arch) for c in configs if c.whole}
+    for arch, (capability, _) in TARGETS.items():
+        for kernel, head_dim, dtype, causal, t in every_choice(capability):
+            shape = (t.block_m, t.block_n, t.num_warps, t.num_stages)
             assert (kernel, head_dim, dtype, causal, shape, arch) in names
+        for kernel in ("forward", "dkdv", "dq"):
+            for head_dim in (64, 128, 256):  # each row of the table: the shared memory it needs
+                t = choose(kernel, head_dim, "float16", True, capability)
+                shape = (t.block_m, t.block_n, t.num_warps, t.num_stages)
+                assert (kernel, head_dim, "float16", shape, arch) in cubins
+
+
+def test_the_targets_limits_are_the_tables():
+    """The limits checked here are the ones the tile table chooses by, GPU by GPU."""
+    from attention_lib.flash.triton.configs import SHARED_MEMORY
+
+    for arch, (capability, limit) in TARGETS.items():
+        assert arch == f"sm_{capability}" and SHARED_MEMORY[capability] == limit
+    assert TARGETS["sm_86"][1] == TARGETS["sm_89"][1] == 101376
+
+
+def test_bfloat16_is_not_compiled_for_sm_75():
+    """The launcher refuses bfloat16 below sm_80 (`launch.refusal`): nothing to compile."""
+    configs = configurations()
+    assert not [c.name for c in configs if c.arch == "sm_75" and c.dtype == "bfloat16"]
+    assert [c for c in configs if c.arch == "sm_86" and c.dtype == "bfloat16"]
 
 
 @pytest.mark.filterwarnings("ignore:TRITON_DEFAULT_FP_FUSION is unset")  # triton 3.9

@@ -90,3 +90,26 @@ def test_accuracy_checks_the_tiled_path_against_float64():
     grads = accuracy.gradient_checks("tiled", q, k, v, grad_out, is_causal=True, backend="tiled")
     assert [c.name for c in grads] == ["tiled dq", "tiled dk", "tiled dv"]
     assert all(c.passed and c.shape == (2, 3, 40, 16) for c in grads), grads
+
+
+def test_each_gpu_takes_the_tiles_for_its_shared_memory():
+    from attention_lib.flash.triton.configs import SHARED_MEMORY, every_choice, tile_family
+
+    families = {None: "large", 70: "turing", 75: "turing", 80: "large", 86: "99k"}
+    families |= {87: "large", 89: "99k", 90: "large", 100: "99k", 120: "99k"}
+    assert {c: tile_family(c) for c in families} == families
+    assert SHARED_MEMORY[75] == 65536 and SHARED_MEMORY[86] == SHARED_MEMORY[89] == 101376
+    assert SHARED_MEMORY[80] == 163 * 1024 and SHARED_MEMORY[90] == 227 * 1024
+    # where the main table's first tile fits, a smaller GPU runs it; elsewhere its own
+    assert choose("forward", 128, "float16", True, 86) == choose("forward", 128, "float16", True)
+    assert choose("forward", 256, "float16", True, 86) == Tile(64, 32, 4, 2)
+    assert choose("forward", 256, "float16", True, 89) == Tile(64, 32, 4, 2)
+    assert choose("dkdv", 256, "float16", True, 75) == Tile(16, 16, 4, 1)
+    assert choose("forward", 256, "float16", True, 90) == Tile(64, 64, 8, 2)
+    # float32 gradients at width 256 fit no tile on sm_75: the launcher refuses them
+    assert candidates("dq", 256, "float32", False, 75) == ()
+    with pytest.raises(ValueError, match="no dq tile for float32 at head width 256 fits sm_75"):
+        choose("dq", 256, "float32", False, 75)
+    # bfloat16 is not a choice on sm_75 (refused), and is on sm_86
+    assert {d for _, _, d, _, _ in every_choice(75)} == {"float16", "float32"}
+    assert {d for _, _, d, _, _ in every_choice(86)} == {"float16", "bfloat16", "float32"}

@@ -18,8 +18,13 @@ float32 (float64 for float32 inputs) and rounded once to its dtype.
 
 Every launch is a `Launch` record built by one of the ``*_launch``
 functions from the tensors and a `Tile`: the launchers run them, and the
-ahead-of-time compile test compiles the same records for sm_80 and sm_90
-with no GPU present.
+ahead-of-time compile test compiles the same records for sm_75, sm_80,
+sm_86, sm_89 and sm_90 with no GPU present.
+
+The GPU is read in one place, `gpu`: its compute capability picks the
+tiles that fit its shared memory (`attention_lib.flash.triton.configs`),
+and `refusal` turns away a dtype it cannot run (bfloat16 before sm_80) with
+a message naming the GPU, before any kernel is compiled for it.
 
 On the CPU the same kernel source runs in Triton's interpreter when
 TRITON_INTERPRET=1 is set before triton is imported (the tests do so in a
@@ -40,7 +45,19 @@ from torch.autograd.function import once_differentiable
 from ...backend import prod
 from .backward import attention_delta, attention_dkdv, attention_dq
 from .common import INTERPRETED as INTERPRETED  # re-exported: the tests ask
-from .configs import DELTA_TILE, MAX_HEAD_DIM, Tile, choose, padded
+from .configs import (
+    DELTA_TILE,
+    DTYPES,
+    HEAD_DIMS,
+    KERNELS,
+    MAX_HEAD_DIM,
+    MIN_CAPABILITY,
+    SHARED_MEMORY,
+    Tile,
+    candidates,
+    choose,
+    padded,
+)
 from .forward import attention_forward
 
 __all__ = [
@@ -54,7 +71,9 @@ __all__ = [
     "flash_backward",
     "flash_forward",
     "forward_launch",
+    "gpu",
     "plan",
+    "refusal",
     "tile_for",
     "triton_attention",
 ]
@@ -111,6 +130,83 @@ def _shared(dtype: torch.dtype, width: int, width_v: int, is_causal: bool) -> di
     }
 
 
+def gpu(device: torch.device) -> tuple[str, int] | None:
+    """(name, compute capability as major * 10 + minor) of a CUDA device, e.g.
+    ("Tesla T4", 75); None for any other device (the CPU, where Triton's
+    interpreter runs the kernels). The one place the launcher reads the GPU."""
+    if device.type != "cuda":
+        return None
+    major, minor = torch.cuda.get_device_capability(device)
+    return torch.cuda.get_device_name(device), 10 * major + minor
+
+
+def refusal(
+    dtype: torch.dtype,
+    device: torch.device,
+    width: int = 1,
+    kernels: tuple[str, ...] = ("forward",),
+) -> ValueError | None:
+    """Why the kernels cannot run ``dtype`` at head width ``width`` on ``device``'s GPU
+    (a ValueError to raise, naming the GPU and what to use instead), or None when they can.
+
+    The one place a call is matched against the GPU, before any kernel is
+    compiled for it. ``kernels`` are the ones the call will launch: the
+    forward kernel, and "dkdv" and "dq" when gradients are wanted.
+
+    - bfloat16 needs sm_80 (Ampere) or newer (`configs.MIN_CAPABILITY`): for
+      a T4 (sm_75) ptxas refuses the bfloat16 conversions Triton emits
+      ("Feature '.bf16' requires .target sm_80 or higher",
+      triton-lang/triton#1941), a crash at the first launch.
+    - a kernel with no tile that fits the GPU's shared memory at this width
+      (`configs.candidates` is empty: float32 gradients at widths over 128
+      on sm_75) would fail to launch.
+
+    Triton's interpreter (a CPU device) runs everything.
+    """
+    found = gpu(device)
+    name = _DTYPES.get(dtype)
+    if found is None or name is None:
+        return None
+    gpu_name, capability = found
+    needed = MIN_CAPABILITY.get(name, 0)
+    if capability < needed:
+        others = " or ".join(d for d in DTYPES if MIN_CAPABILITY.get(d, 0) <= capability)
+        return ValueError(
+            f"{name} needs an sm_{needed} or newer GPU (Ampere); this {gpu_name} is "
+            f"sm_{capability}: use {others}"
+        )
+
+    def fits(dtype_name: str, head_dim: int) -> bool:
+        return all(candidates(k, head_dim, dtype_name, False, capability) for k in kernels)
+
+    head_dim = padded(width)
+    if fits(name, head_dim):
+        return None
+    forward_fits = bool(candidates("forward", head_dim, name, False, capability))
+    what = "its gradients need" if forward_fits else "it needs"
+    limit = SHARED_MEMORY.get(capability)
+    limit_text = f" ({limit // 1024} KiB)" if limit else ""
+    others = [
+        d
+        for d in DTYPES
+        if d != name and MIN_CAPABILITY.get(d, 0) <= capability and fits(d, head_dim)
+    ]
+    narrower = [w for w in HEAD_DIMS if fits(name, w)]
+    instead = [" or ".join(others)] if others else []
+    instead += [f"head widths up to {narrower[-1]}"] if narrower else []
+    return ValueError(
+        f"{name} at head width {width} on this {gpu_name} (sm_{capability}): {what} more "
+        f"shared memory per program than it has{limit_text}; use {', or '.join(instead)}, "
+        "or backend='tiled'"
+    )
+
+
+def _capability(device: torch.device) -> int | None:
+    """The compute capability `tile_for` takes for tensors on ``device`` (None: the CPU)."""
+    found = gpu(device)
+    return None if found is None else found[1]
+
+
 @functools.lru_cache(maxsize=256)
 def tile_for(
     kernel: str,
@@ -120,15 +216,19 @@ def tile_for(
     is_causal: bool,
     block_q: int | None = None,
     block_k: int | None = None,
+    capability: int | None = None,
 ) -> Tile:
-    """The table's tile for a kernel, with the caller's block sizes where given.
+    """The table's tile for a kernel on a GPU, with the caller's block sizes where given.
 
+    ``capability`` is the GPU's compute capability as major * 10 + minor
+    (`gpu`), None for the main table (sm_80, sm_90 and the interpreter):
+    GPUs with less shared memory get tiles that fit it (`configs.candidates`).
     ``block_q`` replaces BLOCK_M (query rows) and ``block_k`` BLOCK_N (keys)
     in every kernel; warps and stages stay the table's. Cached: a launch
     looks its tile up in a dictionary, not the table.
     """
     head_dim = padded(max(width, width_v))
-    tile = choose(kernel, head_dim, _DTYPES[dtype], bool(is_causal))
+    tile = choose(kernel, head_dim, _DTYPES[dtype], bool(is_causal), capability)
     if block_q is None and block_k is None:
         return tile
     return Tile(
@@ -293,11 +393,16 @@ def flash_forward(
     row's log-sum-exp (the natural one times log2 e). Where there are no
     keys (S = 0, where the output is 0) m is +inf. ``for_backward``: out
     will be handed to `flash_backward` (16-bit weights enter P V as two
-    parts, not rounded once: see `attention_lib.flash.triton.forward`). No
-    checks: `plan` does them.
+    parts, not rounded once: see `attention_lib.flash.triton.forward`). The
+    tiles are the GPU's own (`gpu`, `tile_for`). Checks only the dtype
+    against the GPU (`refusal`, a ValueError); `plan` does the rest.
     """
     batch, heads, length_q, width = query.shape
     length_k, width_v = key.shape[2], value.shape[3]
+    capability = _capability(query.device)
+    refused = refusal(query.dtype, query.device, max(width, width_v))
+    if refused is not None:
+        raise refused
     out = query.new_empty((batch, heads, length_q, width_v))  # (B, H, L, Ev)
     stats = query.new_empty((2, batch, heads, length_q), dtype=torch.float32)  # (2, B, H, L)
     if length_k == 0:  # no keys: zeros, an infinite maximum and an empty total
@@ -305,7 +410,7 @@ def flash_forward(
         return out.zero_(), stats
     if out.numel() == 0:
         return out, stats
-    tile = tile_for("forward", query.dtype, width, width_v, is_causal, block_q, block_k)
+    tile = tile_for("forward", query.dtype, width, width_v, is_causal, block_q, block_k, capability)
     forward_launch(query, key, value, out, stats, is_causal, scale, tile, for_backward)()
     return out, stats
 
@@ -331,10 +436,14 @@ def flash_backward(
     float32. The gradients are new contiguous tensors in the inputs'
     dtype, or written ``into`` three given tensors of the inputs' shapes,
     any strides, in the inputs' dtype or float32 (kept unrounded for a sum
-    the caller takes).
+    the caller takes). Checks only the call against the GPU (`refusal`, a
+    ValueError); `plan` does the rest.
     """
     batch, heads, length_q, width = query.shape
     length_k, width_v = key.shape[2], value.shape[3]
+    refused = refusal(query.dtype, query.device, max(width, width_v), ("dkdv", "dq"))
+    if refused is not None:
+        raise refused
     if into is None:
         into = tuple(
             torch.empty(x.shape, dtype=x.dtype, device=x.device) for x in (query, key, value)
@@ -344,7 +453,7 @@ def flash_backward(
         return dquery.zero_(), dkey.zero_(), dvalue.zero_()
     delta = stats.new_empty(stats.shape[1:])  # (B, H, L) float32
     delta_launch(out, grad_out, delta)()
-    kw = (query.dtype, width, width_v, is_causal, block_q, block_k)
+    kw = (query.dtype, width, width_v, is_causal, block_q, block_k, _capability(query.device))
     dkdv_tile, dq_tile = tile_for("dkdv", *kw), tile_for("dq", *kw)
     dkdv_launch(
         query, key, value, grad_out, stats, delta, dkey, dvalue, is_causal, scale, dkdv_tile
@@ -503,7 +612,9 @@ def plan(spec: Any, block_q: int | None, block_k: int | None) -> Layout | Except
     ``spec`` is `attention_lib.inputs.AttentionSpec`: the caller's own
     tensors and the sizes they imply. RuntimeError when this process cannot
     launch the kernels on the tensors' device; ValueError for what they do
-    not handle: a mask, float64, head widths over 256, block sizes that are
+    not handle: a mask, float64, a call the GPU cannot run (`refusal`:
+    bfloat16 before sm_80; float32 gradients at widths over 128 on sm_75),
+    head widths over 256, block sizes that are
     not powers of two from 16 to 256, more than 65535 heads or batch entries,
     grouped key and value heads of two different counts.
     """
@@ -522,6 +633,12 @@ def plan(spec: Any, block_q: int | None, block_k: int | None) -> Layout | Except
         return ValueError(
             f"backend='triton' takes float16, bfloat16 or float32, got {spec.out_dtype}"
         )
+    inputs = (spec.query, spec.key, spec.value)
+    grads = torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in inputs)
+    kernels = KERNELS if grads else ("forward",)  # KERNELS: forward, dkdv, dq
+    refused = refusal(spec.out_dtype, device, max(spec.width, spec.width_v), kernels)
+    if refused is not None:
+        return refused
     if not all(1 <= w <= MAX_HEAD_DIM for w in (spec.width, spec.width_v)):
         return ValueError(
             f"backend='triton' takes head widths from 1 to {MAX_HEAD_DIM}, got E = {spec.width} "
