@@ -40,8 +40,8 @@ def _test(args: list[str]) -> int:
         status = subprocess.call([sys.executable, "-m", "ruff", *check], cwd=REPO)
         if status:
             return status
-    extra = os.environ.get("PYTEST_ARGS")
-    pytest_args = extra.split() if extra is not None else PYTEST_ARGS
+    extra = os.environ.get("PYTEST_ARGS", "").split()  # make exports it empty when unset
+    pytest_args = extra or PYTEST_ARGS
     return subprocess.call([sys.executable, "-m", "pytest", *pytest_args, *args], cwd=REPO)
 
 
