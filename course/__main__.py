@@ -40,9 +40,13 @@ def _test(args: list[str]) -> int:
         status = subprocess.call([sys.executable, "-m", "ruff", *check], cwd=REPO)
         if status:
             return status
-    extra = os.environ.get("PYTEST_ARGS", "").split()  # make exports it empty when unset
-    pytest_args = extra or PYTEST_ARGS
-    return subprocess.call([sys.executable, "-m", "pytest", *pytest_args, *args], cwd=REPO)
+    return subprocess.call([sys.executable, "-m", "pytest", *pytest_arguments(), *args], cwd=REPO)
+
+
+def pytest_arguments() -> list[str]:
+    """``PYTEST_ARGS`` from the environment, split, or `PYTEST_ARGS` where it is unset or
+    empty (make exports it empty when unset)."""
+    return os.environ.get("PYTEST_ARGS", "").split() or PYTEST_ARGS
 
 
 def main(argv: list[str]) -> int:

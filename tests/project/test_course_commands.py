@@ -127,6 +127,21 @@ def base_python() -> str:
     return str(Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}")
 
 
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, None), ("", None), ("-q tests/x.py", ["-q", "tests/x.py"])],
+)
+def test_pytest_args_replace_the_default_only_when_given(monkeypatch, value, expected):
+    from course.__main__ import PYTEST_ARGS, pytest_arguments
+
+    if value is None:
+        monkeypatch.delenv("PYTEST_ARGS", raising=False)
+    else:
+        monkeypatch.setenv("PYTEST_ARGS", value)
+    assert pytest_arguments() == (expected or PYTEST_ARGS)
+    assert "not soak" in PYTEST_ARGS, "make test leaves the soak to make test-soak"
+
+
 def test_python_m_course_test_runs_without_make(tmp_path):
     env = without_make(tmp_path)
     env["PYTEST_ARGS"] = "-q -p no:cacheprovider tests/project/test_packaging.py -k readme"
