@@ -86,19 +86,36 @@ def plain_is_exact(xp: Any, query: Any, key: Any, value: Any, scale: float) -> b
 def visible_matmul(xp: Any, a: Any, b: Any, seen: Any) -> Any:
     """``a @ b`` taking the product a[.., i, j] · b[.., j, :] only where ``seen[.., i, j]``.
 
-    a (..., M, N) is 0 wherever ``seen`` (..., M, N) is False; b (..., N, K)
-    may hold NaN or ±inf there, which plain ``a @ b`` would turn into NaN
-    (0 × NaN). An output entry that reaches a non-finite entry of b through
-    a seen position is NaN. Returns (..., M, K), batch dimensions
-    broadcast. One product more than ``a @ b`` (a count) when b has a
-    non-finite entry, none otherwise.
+    a (..., M, N) is 0 wherever ``seen`` (broadcastable to a's shape, or
+    None: every entry seen) is False; b (..., N, K) may hold NaN or ±inf
+    there, which plain ``a @ b`` would turn into NaN (0 × NaN). A seen
+    product is the one plain arithmetic takes, as PyTorch does: a weight
+    w times an infinite entry is ±inf, or NaN for w = 0 or NaN, and an
+    output entry is the sum of its terms: ±inf where every infinite term
+    has that sign, NaN where they differ or one is NaN (so a weight of 1
+    on an infinite value gives inf, not NaN). Returns (..., M, K), batch
+    dimensions broadcast. With b finite this is ``a @ b``; otherwise five
+    products more, each a count over the seen positions.
     """
-    bad = ~xp.isfinite(b)  # (..., N, K)
-    if not bool(xp.any(bad)):
+    finite = xp.isfinite(b)  # (..., N, K)
+    if seen is None or bool(xp.all(finite)):
         return xp.matmul(a, b)  # (..., M, K)
-    out = xp.matmul(a, xp.where(bad, 0.0, b))  # (..., M, K)
-    hits = xp.matmul(xp.astype(seen, a.dtype), xp.astype(bad, a.dtype))  # (..., M, K), a count
-    return xp.where(hits > 0, xp.nan, out)  # (..., M, K)
+    out = xp.matmul(a, xp.where(finite, b, 0.0))  # (..., M, K), the finite terms
+
+    def count(rows: Any, cols: Any) -> Any:  # seen (i, j) with rows[i, j] and cols[j, k]
+        return xp.matmul(xp.astype(rows, a.dtype), xp.astype(cols, a.dtype))  # (..., M, K)
+
+    seen = xp.broadcast_to(seen, a.shape)  # (..., M, N), a view
+    up, down = b == xp.inf, b == -xp.inf  # (..., N, K)
+    positive, negative = seen & (a > 0), seen & (a < 0)  # (..., M, N)
+    plus = count(positive, up) + count(negative, down)  # terms that are +inf
+    minus = count(positive, down) + count(negative, up)  # terms that are -inf
+    # NaN terms: a NaN entry of b, or 0 (or NaN) times an infinite one
+    nan = count(seen, xp.isnan(b)) + count(seen & ~(a > 0) & ~(a < 0), ~finite)
+    infinite = xp.where(minus > 0, -xp.inf, xp.zeros_like(out))  # (..., M, K)
+    infinite = xp.where(plus > 0, xp.inf, infinite)  # (..., M, K)
+    infinite = xp.where((nan > 0) | ((plus > 0) & (minus > 0)), xp.nan, infinite)
+    return out + infinite  # (..., M, K)
 
 
 @nan_is_expected
