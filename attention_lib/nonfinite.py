@@ -32,7 +32,8 @@ hidden, the reference path takes the exact route here: `exact_forward`
 `exact_attention` whose backward pass takes no product with a hidden
 entry (`visible_matmul`). Its gradients are once differentiable; sums over
 broadcast batch dimensions are accumulated in float64 for float32 inputs,
-rounded once.
+rounded once (compensated float32 sums on a device without float64:
+`sum_to`).
 
 Importing this module imports nothing heavy; torch loads when a tensor arrives.
 """
@@ -43,12 +44,13 @@ import functools
 import math
 from typing import Any
 
-from .backend import nan_is_expected, prod
+from .backend import has_float64, nan_is_expected, prod
 from .dropout import apply_dropout
 from .masks import apply_mask
 from .normalisers import softmax
 
 __all__ = [
+    "add_compensated",
     "exact_attention",
     "exact_forward",
     "plain_is_exact",
@@ -153,14 +155,48 @@ def sum_to(x: Any, shape: tuple[int, ...]) -> Any:
     """Torch ``x`` summed over the dimensions it was broadcast along, to ``shape``.
 
     A gradient of a broadcast input: float32 is summed in float64 and
-    rounded once (16-bit inputs reach here upcast to float32). Differentiable.
+    rounded once (16-bit inputs reach here upcast to float32). On a device
+    without float64 (`attention_lib.backend.has_float64`: MPS) it is summed
+    in float32, one broadcast copy at a time, each addition's rounding error
+    carried and added back at the end (`add_compensated`): as close as
+    float64's sum, rounded once, for any number of copies up to millions.
+    Chosen over a float64 sum on the CPU: the gradient stays on its device
+    (no copy out and back, no wait for the device), and the copies are few
+    (a batch, a group of heads), each one elementwise pass. Differentiable.
     """
     import torch
 
     if tuple(x.shape) == tuple(shape):
         return x
-    wide = x.to(torch.float64) if x.dtype == torch.float32 else x
-    return wide.sum_to_size(shape).to(x.dtype)
+    if x.dtype != torch.float32:
+        return x.sum_to_size(shape)
+    if has_float64(x):
+        return x.to(torch.float64).sum_to_size(shape).to(x.dtype)
+    full = (1,) * (x.dim() - len(shape)) + tuple(shape)
+    summed = [d for d in range(x.dim()) if full[d] == 1 and x.shape[d] != 1]
+    kept = [d for d in range(x.dim()) if d not in summed]
+    copies = x.permute(*summed, *kept).reshape(-1, *shape)  # (N, *shape)
+    if not copies.shape[0]:  # summed over an empty dimension
+        return x.new_zeros(shape)
+    total, carry = copies[0], torch.zeros_like(copies[0])
+    for copy in copies[1:]:
+        total, carry = add_compensated(total, carry, copy)
+    return total + carry  # (*shape)
+
+
+def add_compensated(total: Any, carry: Any, x: Any) -> tuple[Any, Any]:
+    """``(total + x, carry + error)``: a sum and its carried rounding errors, one term more.
+
+    Knuth's two-sum: ``error`` is exactly what rounding ``total + x`` lost,
+    so ``total + carry`` at the end is the sum as if taken in twice the
+    precision, rounded once. Elementwise, for tensors (or arrays) of one
+    shape; differentiable (the errors pass no gradient, the sum passes it
+    to both terms).
+    """
+    summed = total + x
+    back = summed - total  # the part of x that the sum holds
+    error = (total - (summed - back)) + (x - back)  # what rounding lost, exactly
+    return summed, carry + error
 
 
 @functools.cache

@@ -82,10 +82,10 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from ..backend import namespace, prod
+from ..backend import has_float64, namespace, prod
 from ..inputs import AttentionProblem
 from ..masks import mask_index
-from ..nonfinite import visible_matmul
+from ..nonfinite import add_compensated, sum_to, visible_matmul
 from . import workers
 from .tiles import (
     all_finite,
@@ -582,7 +582,8 @@ class _Gradient:
     (*batch, a, b), so no two threads write one place, and the entries are
     summed to the input's shape once, at the end, in float64, and rounded
     once (a float32 sum of N entries would round N times; the reference
-    path sums the same way).
+    path sums the same way: `sum_to`, compensated float32 sums on a device
+    without float64).
     """
 
     def __init__(self, x: torch.Tensor, batch: tuple[int, ...]) -> None:
@@ -592,10 +593,7 @@ class _Gradient:
         self.parts = _Operand(self.buffer, batch)  # contiguous: a (N, a, b) view
 
     def result(self) -> torch.Tensor:
-        if not self.broadcast:
-            return self.buffer
-        wide = self.buffer.to(torch.float64).sum_to_size(self.shape)  # (*shape), one rounding
-        return wide.to(self.buffer.dtype)
+        return sum_to(self.buffer, self.shape)  # (*shape), rounded once
 
 
 class _MaskGradient:
@@ -603,19 +601,28 @@ class _MaskGradient:
 
     ``shared``: the mask is broadcast over some batch dimension, so entries
     add into the same places; their items then run in one thread, in order,
-    into a float64 accumulator that `result` rounds once to the mask's dtype.
+    into a float64 accumulator that `result` rounds once to the mask's dtype
+    (on a device without float64, a float32 one and the rounding errors
+    carried beside it: `add_compensated`).
     """
 
     def __init__(self, mask: torch.Tensor, batch: tuple[int, ...]) -> None:
         self.batch, self.size = batch, prod(batch)
         self.shared = prod(mask.shape[:-2]) != self.size
         self.dtype = mask.dtype
-        self.tensor = torch.zeros_like(mask, dtype=torch.float64 if self.shared else mask.dtype)
+        wide = self.shared and mask.dtype == torch.float32  # summed as if in float64
+        self.carry: torch.Tensor | None = None
+        if wide and not has_float64(mask):
+            self.carry = torch.zeros_like(mask)  # the float32 sum's rounding errors
+        dtype = torch.float64 if wide and self.carry is None else mask.dtype
+        self.tensor = torch.zeros_like(mask, dtype=dtype)
         self.parts = _Operand(self.tensor, batch)
+        self.carries = None if self.carry is None else _Operand(self.carry, batch)
 
     def result(self) -> torch.Tensor:
         """The mask's gradient in its own shape and dtype."""
-        return self.tensor.to(self.dtype)
+        total = self.tensor if self.carry is None else self.tensor + self.carry
+        return total.to(self.dtype)
 
     def add(
         self, group: tuple[int, int], rows: tuple[int, int], cols: tuple[int, int], ds: torch.Tensor
@@ -623,12 +630,21 @@ class _MaskGradient:
         """Add a group's tile of dS (g, bq, bk) where the mask covers it."""
         ds = ds.to(self.tensor.dtype)  # float64 where entries share places (a no-op otherwise)
         if self.shared and group[1] - group[0] == self.size > 1:  # the whole batch at once
-            target = self.tensor[mask_index(self.tensor, rows, cols)]  # (..., bq or 1, bk or 1)
-            target += ds.view(*self.batch, *ds.shape[-2:]).sum_to_size(target.shape)
-            return
-        part = self.parts[group]  # (g, L or 1, S or 1); g = 1 where shared
-        target = part[mask_index(part, rows, cols)]  # (g, bq or 1, bk or 1), a view
-        target += ds.sum_to_size(target.shape)
+            tensor, carry = self.tensor, self.carry
+            ds = ds.view(*self.batch, *ds.shape[-2:])  # (*batch, bq, bk)
+        else:
+            tensor = self.parts[group]  # (g, L or 1, S or 1); g = 1 where shared
+            carry = None if self.carries is None else self.carries[group]
+        index = mask_index(tensor, rows, cols)
+        target = tensor[index]  # (..., bq or 1, bk or 1), a view
+        if not self.shared:
+            target += ds.sum_to_size(target.shape)
+        elif carry is None:
+            target += sum_to(ds, target.shape)  # in float64
+        else:
+            total, carried = add_compensated(target, carry[index], sum_to(ds, target.shape))
+            target.copy_(total)
+            carry[index] = carried
 
 
 def _backward_group(
