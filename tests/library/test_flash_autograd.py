@@ -10,6 +10,8 @@ import sys
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support import FLOAT64, make, qkv, torch_sdpa
 from torch.autograd import gradcheck
 
@@ -162,6 +164,53 @@ def test_low_precision_gradients_meet_flash_attentions_rule(dtype):
         assert g.dtype == getattr(torch, dtype)
         ours, pytorch = ((x.double() - w).abs().max() for x in (g, t))
         assert ours <= 2 * pytorch + floor
+
+
+def _value_gradient_check(shapes, seed, scale, **kw):
+    """`attention_lib.flash.accuracy`'s check of the tiled path's value gradient (float32,
+    on the torch operations) against float64 and PyTorch's own error."""
+    from attention_lib.flash.accuracy import gradient_checks
+
+    q, k, v, grad_out = (make(s, "torch", "float32", seed + i) for i, s in enumerate(shapes))
+    checks = gradient_checks(
+        "saturated", q, k, v, grad_out, scale=scale, backend="tiled", tile_kernel="ops", **kw
+    )
+    return checks[2]  # dv
+
+
+def test_a_saturated_rows_value_gradient_meets_flash_attentions_rule():
+    """Issue 40: one query of width 31 against 16 keys, value width 1, scale 100. The row
+    saturates (one weight 1, the rest 0, scores in the hundreds). The backward pass
+    recomputed that weight with the shift folded into the product, q k^T - m summed in
+    one pass, where the forward pass had taken q k^T and then subtracted m: 1 +- 1e-4
+    instead of 1, and dvalue 30x past the bound (3e-5 against 3.2e-7)."""
+    check = _value_gradient_check(((1, 1, 31), (1, 16, 31), (1, 16, 1), (1, 1, 1)), 3, 100.0)
+    assert check.passed, check.as_dict()
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(
+    sizes=st.tuples(st.integers(1, 2), st.integers(1, 16), st.integers(16, 64), st.integers(1, 4)),
+    seed=st.integers(0, 1000),
+    scale=st.floats(50, 300),
+    causal=st.booleans(),
+    blocks=st.one_of(st.just({}), st.fixed_dictionaries({"block_k": st.integers(1, 8)})),
+)
+def test_saturated_rows_value_gradients_meet_flash_attentions_rule(
+    sizes, seed, scale, causal, blocks
+):
+    """Large scales saturate rows and put their scores in the hundreds (one or two query
+    rows, so that PyTorch's own error is that of saturated rows, near 0; widths from 16,
+    where a product's sum rounds differently with one more column): each tile's
+    weights must be recomputed in the backward pass by the forward pass's own operations,
+    also in a lazy block done again (a later score 40 above the first tile's maximum).
+    Value gradients: dquery and dkey carry FlashAttention's D = rowsum(dO * O), whose
+    cancellation in a saturated row PyTorch's math backend does not have (its fused CPU
+    kernel does: `attention_lib.flash.accuracy`)."""
+    length, keys, width, width_v = sizes
+    shapes = ((2, length, width), (2, keys, width), (2, keys, width_v), (2, length, width_v))
+    check = _value_gradient_check(shapes, seed, scale, is_causal=causal, **blocks)
+    assert check.passed, check.as_dict()
 
 
 def test_backward_only_for_the_inputs_that_ask():
