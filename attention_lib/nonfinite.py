@@ -11,16 +11,36 @@ The rule (the reference path, the tiled paths and the Triton kernels alike):
 (b) A query that sees no key (every key hidden, or S = 0) outputs zeros
     and passes zero gradient to query, key, value and mask, whatever the
     query holds.
-(c) A non-finite query, key, value or mask entry at a seen position makes
-    the output entries it reaches non-finite (NaN or ±inf).
+(c) A non-finite query, key, value, mask entry or scale at a seen position
+    makes the output entries it reaches non-finite, as plain arithmetic
+    does: a visible score of +inf or NaN makes its row NaN; a weight w on
+    an infinite value gives ±inf (w > 0), NaN for w = 0 (0 × inf), and
+    infinities of both signs in one sum give NaN.
+(d) A row whose seen scores are all -inf (a key holding -inf, an infinite
+    scale) has no weight anywhere: zeros, as in PyTorch, whose math
+    backend (its "safe softmax") and fused CPU kernel both give zeros there.
+    Scores are ``(query * scale) @ key^T``: with an infinite scale each is
+    a sum of infinite products, NaN where their signs differ, as in
+    PyTorch's math backend, which multiplies query and key by sqrt(scale).
 
 Where PyTorch differs (torch 2.13, ``F.scaled_dot_product_attention`` on
 the CPU): it computes 0 × NaN in the weighted sum and NaN + -inf for a
 masked score, so a NaN or inf value at a causally or boolean-masked
 position makes the rows that hide it NaN, a NaN key hidden by a boolean
-mask makes every row NaN, a NaN query in a row with every key masked gives
-NaN instead of zeros, and so does a NaN query with S = 0; its gradients
-spread the same NaNs.
+mask makes every row NaN, and so does a hidden score that is NaN (an
+infinite scale times a query and key whose products differ in sign: a row
+whose seen scores are all -inf is then NaN there, zeros here by (a) and
+(d)); a NaN query in a row with every key masked gives NaN instead of
+zeros, and so does a NaN query with S = 0; its gradients spread the same
+NaNs. PyTorch is not consistent with itself on a NaN or infinite
+``scale``: its math backend follows (c) and (d), its fused CPU kernel
+(what it runs for 4-d float inputs with E = Ev and no mask) scales
+q · k after the product and gives a row with a NaN score zeros, so a NaN
+scale, or -inf times a positive q · k whose products differ in sign, gives
+zeros there and NaN in the math backend. We follow the math backend on
+every path, the semantics PyTorch documents: the tiled path runs such a
+call on its torch operations, not on that kernel
+(`attention_lib.flash.fused_tiles`).
 
 Plain arithmetic breaks (a) and (b) only through non-finite numbers (0 ×
 NaN, NaN + -inf, inf - inf), so the paths take it whenever no score and no
