@@ -27,20 +27,21 @@ Where PyTorch differs (torch 2.13, ``F.scaled_dot_product_attention`` on
 the CPU): it computes 0 × NaN in the weighted sum and NaN + -inf for a
 masked score, so a NaN or inf value at a causally or boolean-masked
 position makes the rows that hide it NaN, a NaN key hidden by a boolean
-mask makes every row NaN, and so does a hidden score that is NaN (an
-infinite scale times a query and key whose products differ in sign: a row
-whose seen scores are all -inf is then NaN there, zeros here by (a) and
-(d)); a NaN query in a row with every key masked gives NaN instead of
-zeros, and so does a NaN query with S = 0; its gradients spread the same
-NaNs. PyTorch is not consistent with itself on a NaN or infinite
-``scale``: its math backend follows (c) and (d), its fused CPU kernel
-(what it runs for 4-d float inputs with E = Ev and no mask) scales
-q · k after the product and gives a row with a NaN score zeros, so a NaN
-scale, or -inf times a positive q · k whose products differ in sign, gives
-zeros there and NaN in the math backend. We follow the math backend on
-every path, the semantics PyTorch documents: the tiled path runs such a
-call on its torch operations, not on that kernel
-(`attention_lib.flash.fused_tiles`).
+mask makes every row NaN, and so does a hidden score of NaN or +inf (+inf
++ -inf is NaN too; an infinite scale makes them: a row whose seen scores
+are all -inf is then NaN there, zeros here by (a) and (d)); a NaN query in
+a row with every key masked gives NaN instead of zeros, and so does a NaN
+query with S = 0; its gradients spread the same NaNs. PyTorch is not
+consistent with itself on a NaN or infinite ``scale``: its math backend
+follows (c) and (d), its fused CPU kernel (what it runs for 4-d float
+inputs with E = Ev and no mask) scales q · k after the product and gives a
+row with a NaN score zeros, so a NaN scale, or -inf times a positive q · k
+whose products differ in sign, gives zeros there and NaN in the math
+backend. We follow the math backend on every path, the semantics PyTorch
+documents: the tiled path runs such a call on its torch operations, not on
+that kernel (`attention_lib.flash.fused_tiles`), and the Triton kernels,
+which also scale after the product, refuse it (``backend="auto"`` runs
+it tiled).
 
 Plain arithmetic breaks (a) and (b) only through non-finite numbers (0 ×
 NaN, NaN + -inf, inf - inf), so the paths take it whenever no score and no
