@@ -30,6 +30,7 @@ __all__ = [
     "best_device",
     "describe",
     "device_of",
+    "has_float64",
     "is_torch_array",
     "itemsize",
     "namespace",
@@ -40,7 +41,13 @@ __all__ = [
     "torch_loaded",
     "torch_threads",
     "uniform",
+    "without_float64",
 ]
+
+#: The kinds of torch device whose tensors cannot be float64 (Apple's MPS has no float64
+#: arithmetic): the one place that says so, read by `has_float64`. `without_float64` adds
+#: a kind for a block, as the tests do for the CPU.
+_NO_FLOAT64 = {"mps"}
 
 
 def nan_is_expected(fn: _F) -> _F:
@@ -149,6 +156,33 @@ def best_device() -> Any:
     if mps is not None and mps.is_available():
         return torch.device("mps")
     return torch.device("cpu")
+
+
+def has_float64(x: Any) -> bool:
+    """Whether float64 tensors can live where ``x`` does: a torch tensor, a
+    ``torch.device`` or a device name. False on Apple's MPS, True elsewhere (numpy too).
+
+    The torch paths ask this before they widen a sum to float64 (the
+    gradients of broadcast inputs, `attention_lib.nonfinite.sum_to`); where
+    it is False they keep to float32 with compensated sums. Imports nothing.
+    """
+    device = getattr(x, "device", x)
+    kind = getattr(device, "type", None) or str(device).split(":")[0]
+    return kind not in _NO_FLOAT64
+
+
+@contextlib.contextmanager
+def without_float64(kind: str = "cpu") -> Iterator[None]:
+    """Inside the block, devices of ``kind`` ("cpu", "cuda", ...) count as having no
+    float64 (`has_float64` is False there), as MPS always does: the tests run the torch
+    paths on the CPU this way. Not thread-safe: for tests, not for concurrent callers."""
+    added = kind not in _NO_FLOAT64
+    _NO_FLOAT64.add(kind)
+    try:
+        yield
+    finally:
+        if added:
+            _NO_FLOAT64.discard(kind)
 
 
 @contextlib.contextmanager

@@ -50,7 +50,8 @@ def _broadcast_sum() -> Any:
     """An autograd Function: ``x.expand(shape)`` whose gradient is summed back by `sum_to`.
 
     Matrix products sum a broadcast input's gradient in its own dtype; this
-    sums it in float64 for float32 (rounded once) and stays differentiable.
+    sums it in float64 for float32 (rounded once; compensated float32 sums on
+    a device without float64) and stays differentiable.
     Built on first use, so that importing this module does not import torch.
     """
     import torch
@@ -228,7 +229,9 @@ def scaled_dot_product_attention(
       where a number or bool belongs is a TypeError naming the argument.
     - float16/bfloat16 are computed in float32 and rounded once at the end.
       The gradient of an input broadcast along batch dimensions is summed
-      in float64 for float32 (float32 for 16-bit inputs) and rounded once.
+      in float64 for float32 (float32 for 16-bit inputs) and rounded once;
+      on a device without float64 (MPS) in float32, its rounding errors
+      carried (`attention_lib.nonfinite.sum_to`).
       Gradients are twice differentiable, except on the exact route for
       non-finite inputs under a mask (once).
     - ``max_memory`` (bytes) overrides the free memory the refusal uses.

@@ -11,16 +11,37 @@ The rule (the reference path, the tiled paths and the Triton kernels alike):
 (b) A query that sees no key (every key hidden, or S = 0) outputs zeros
     and passes zero gradient to query, key, value and mask, whatever the
     query holds.
-(c) A non-finite query, key, value or mask entry at a seen position makes
-    the output entries it reaches non-finite (NaN or ±inf).
+(c) A non-finite query, key, value, mask entry or scale at a seen position
+    makes the output entries it reaches non-finite, as plain arithmetic
+    does: a visible score of +inf or NaN makes its row NaN; a weight w on
+    an infinite value gives ±inf (w > 0), NaN for w = 0 (0 × inf), and
+    infinities of both signs in one sum give NaN.
+(d) A row whose seen scores are all -inf (a key holding -inf, an infinite
+    scale) has no weight anywhere: zeros, as in PyTorch, whose math
+    backend (its "safe softmax") and fused CPU kernel both give zeros there.
+    Scores are ``(query * scale) @ key^T``: with an infinite scale each is
+    a sum of infinite products, NaN where their signs differ, as in
+    PyTorch's math backend, which multiplies query and key by sqrt(scale).
 
 Where PyTorch differs (torch 2.13, ``F.scaled_dot_product_attention`` on
 the CPU): it computes 0 × NaN in the weighted sum and NaN + -inf for a
 masked score, so a NaN or inf value at a causally or boolean-masked
 position makes the rows that hide it NaN, a NaN key hidden by a boolean
-mask makes every row NaN, a NaN query in a row with every key masked gives
-NaN instead of zeros, and so does a NaN query with S = 0; its gradients
-spread the same NaNs.
+mask makes every row NaN, and so does a hidden score of NaN or +inf (+inf
++ -inf is NaN too; an infinite scale makes them: a row whose seen scores
+are all -inf is then NaN there, zeros here by (a) and (d)); a NaN query in
+a row with every key masked gives NaN instead of zeros, and so does a NaN
+query with S = 0; its gradients spread the same NaNs. PyTorch is not
+consistent with itself on a NaN or infinite ``scale``: its math backend
+follows (c) and (d), its fused CPU kernel (what it runs for 4-d float
+inputs with E = Ev and no mask) scales q · k after the product and gives a
+row with a NaN score zeros, so a NaN scale, or -inf times a positive q · k
+whose products differ in sign, gives zeros there and NaN in the math
+backend. We follow the math backend on every path, the semantics PyTorch
+documents: the tiled path runs such a call on its torch operations, not on
+that kernel (`attention_lib.flash.fused_tiles`), and the Triton kernels,
+which also scale after the product, refuse it (``backend="auto"`` runs
+it tiled).
 
 Plain arithmetic breaks (a) and (b) only through non-finite numbers (0 ×
 NaN, NaN + -inf, inf - inf), so the paths take it whenever no score and no
@@ -32,7 +53,8 @@ hidden, the reference path takes the exact route here: `exact_forward`
 `exact_attention` whose backward pass takes no product with a hidden
 entry (`visible_matmul`). Its gradients are once differentiable; sums over
 broadcast batch dimensions are accumulated in float64 for float32 inputs,
-rounded once.
+rounded once (compensated float32 sums on a device without float64:
+`sum_to`).
 
 Importing this module imports nothing heavy; torch loads when a tensor arrives.
 """
@@ -43,12 +65,13 @@ import functools
 import math
 from typing import Any
 
-from .backend import nan_is_expected, prod
+from .backend import has_float64, nan_is_expected, prod
 from .dropout import apply_dropout
 from .masks import apply_mask
 from .normalisers import softmax
 
 __all__ = [
+    "add_compensated",
     "exact_attention",
     "exact_forward",
     "plain_is_exact",
@@ -86,19 +109,36 @@ def plain_is_exact(xp: Any, query: Any, key: Any, value: Any, scale: float) -> b
 def visible_matmul(xp: Any, a: Any, b: Any, seen: Any) -> Any:
     """``a @ b`` taking the product a[.., i, j] · b[.., j, :] only where ``seen[.., i, j]``.
 
-    a (..., M, N) is 0 wherever ``seen`` (..., M, N) is False; b (..., N, K)
-    may hold NaN or ±inf there, which plain ``a @ b`` would turn into NaN
-    (0 × NaN). An output entry that reaches a non-finite entry of b through
-    a seen position is NaN. Returns (..., M, K), batch dimensions
-    broadcast. One product more than ``a @ b`` (a count) when b has a
-    non-finite entry, none otherwise.
+    a (..., M, N) is 0 wherever ``seen`` (broadcastable to a's shape, or
+    None: every entry seen) is False; b (..., N, K) may hold NaN or ±inf
+    there, which plain ``a @ b`` would turn into NaN (0 × NaN). A seen
+    product is the one plain arithmetic takes, as PyTorch does: a weight
+    w times an infinite entry is ±inf, or NaN for w = 0 or NaN, and an
+    output entry is the sum of its terms: ±inf where every infinite term
+    has that sign, NaN where they differ or one is NaN (so a weight of 1
+    on an infinite value gives inf, not NaN). Returns (..., M, K), batch
+    dimensions broadcast. With b finite this is ``a @ b``; otherwise five
+    products more, each a count over the seen positions.
     """
-    bad = ~xp.isfinite(b)  # (..., N, K)
-    if not bool(xp.any(bad)):
+    finite = xp.isfinite(b)  # (..., N, K)
+    if seen is None or bool(xp.all(finite)):
         return xp.matmul(a, b)  # (..., M, K)
-    out = xp.matmul(a, xp.where(bad, 0.0, b))  # (..., M, K)
-    hits = xp.matmul(xp.astype(seen, a.dtype), xp.astype(bad, a.dtype))  # (..., M, K), a count
-    return xp.where(hits > 0, xp.nan, out)  # (..., M, K)
+    out = xp.matmul(a, xp.where(finite, b, 0.0))  # (..., M, K), the finite terms
+
+    def count(rows: Any, cols: Any) -> Any:  # seen (i, j) with rows[i, j] and cols[j, k]
+        return xp.matmul(xp.astype(rows, a.dtype), xp.astype(cols, a.dtype))  # (..., M, K)
+
+    seen = xp.broadcast_to(seen, a.shape)  # (..., M, N), a view
+    up, down = b == xp.inf, b == -xp.inf  # (..., N, K)
+    positive, negative = seen & (a > 0), seen & (a < 0)  # (..., M, N)
+    plus = count(positive, up) + count(negative, down)  # terms that are +inf
+    minus = count(positive, down) + count(negative, up)  # terms that are -inf
+    # NaN terms: a NaN entry of b, or 0 (or NaN) times an infinite one
+    nan = count(seen, xp.isnan(b)) + count(seen & ~(a > 0) & ~(a < 0), ~finite)
+    infinite = xp.where(minus > 0, -xp.inf, xp.zeros_like(out))  # (..., M, K)
+    infinite = xp.where(plus > 0, xp.inf, infinite)  # (..., M, K)
+    infinite = xp.where((nan > 0) | ((plus > 0) & (minus > 0)), xp.nan, infinite)
+    return out + infinite  # (..., M, K)
 
 
 @nan_is_expected
@@ -136,14 +176,48 @@ def sum_to(x: Any, shape: tuple[int, ...]) -> Any:
     """Torch ``x`` summed over the dimensions it was broadcast along, to ``shape``.
 
     A gradient of a broadcast input: float32 is summed in float64 and
-    rounded once (16-bit inputs reach here upcast to float32). Differentiable.
+    rounded once (16-bit inputs reach here upcast to float32). On a device
+    without float64 (`attention_lib.backend.has_float64`: MPS) it is summed
+    in float32, one broadcast copy at a time, each addition's rounding error
+    carried and added back at the end (`add_compensated`): as close as
+    float64's sum, rounded once, for any number of copies up to millions.
+    Chosen over a float64 sum on the CPU: the gradient stays on its device
+    (no copy out and back, no wait for the device), and the copies are few
+    (a batch, a group of heads), each one elementwise pass. Differentiable.
     """
     import torch
 
     if tuple(x.shape) == tuple(shape):
         return x
-    wide = x.to(torch.float64) if x.dtype == torch.float32 else x
-    return wide.sum_to_size(shape).to(x.dtype)
+    if x.dtype != torch.float32:
+        return x.sum_to_size(shape)
+    if has_float64(x):
+        return x.to(torch.float64).sum_to_size(shape).to(x.dtype)
+    full = (1,) * (x.dim() - len(shape)) + tuple(shape)
+    summed = [d for d in range(x.dim()) if full[d] == 1 and x.shape[d] != 1]
+    kept = [d for d in range(x.dim()) if d not in summed]
+    copies = x.permute(*summed, *kept).reshape(-1, *shape)  # (N, *shape)
+    if not copies.shape[0]:  # summed over an empty dimension
+        return x.new_zeros(shape)
+    total, carry = copies[0], torch.zeros_like(copies[0])
+    for copy in copies[1:]:
+        total, carry = add_compensated(total, carry, copy)
+    return total + carry  # (*shape)
+
+
+def add_compensated(total: Any, carry: Any, x: Any) -> tuple[Any, Any]:
+    """``(total + x, carry + error)``: a sum and its carried rounding errors, one term more.
+
+    Knuth's two-sum: ``error`` is exactly what rounding ``total + x`` lost,
+    so ``total + carry`` at the end is the sum as if taken in twice the
+    precision, rounded once. Elementwise, for tensors (or arrays) of one
+    shape; differentiable (the errors pass no gradient, the sum passes it
+    to both terms).
+    """
+    summed = total + x
+    back = summed - total  # the part of x that the sum holds
+    error = (total - (summed - back)) + (x - back)  # what rounding lost, exactly
+    return summed, carry + error
 
 
 @functools.cache

@@ -293,3 +293,81 @@ def run_cells(notebook, cell_ids, namespace=None):
     for cell_id in cell_ids:
         exec(compile(notebook_cell(notebook, cell_id), f"<cell {cell_id}>", "exec"), namespace)
     return namespace
+
+
+# -- a device without float64 (Apple's MPS), played by the CPU --------------------------
+
+
+def float64_guard():
+    """A TorchDispatchMode that fails any float64 CPU tensor attention_lib makes.
+
+    An operation fails when it returns a float64 tensor on the CPU from
+    floating inputs none of which is float64 (a widening such as
+    ``x.double()``) or from no tensor at all (a factory such as
+    ``zeros(..., dtype=float64)``), and the call comes from
+    attention_lib's code (a test's own float64 reference is not the
+    library's; nor is `attention_lib.flash.accuracy`, the float64 reference
+    of the GPU checks). PyTorch's own 0-dim tensors for Python numbers
+    (``aten.scalar_tensor``, as in ``torch.where(c, 0.0, x)``) are made on
+    the CPU for every device, MPS too, and pass. The mode lives in the thread that enters it (and
+    autograd's): the torch tiled path's worker threads run unseen, and the
+    library makes its float64 sums after them, in the caller's thread.
+    """
+    import sys
+    from pathlib import Path
+
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    import attention_lib
+
+    library = str(Path(attention_lib.__file__).resolve().parent)
+    allowed = str(Path(library) / "flash" / "accuracy.py")
+
+    def in_library():
+        frame = sys._getframe(2)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if name.startswith(library) and name != allowed:
+                return True
+            frame = frame.f_back
+        return False
+
+    class Float64Guard(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func is torch.ops.aten.scalar_tensor.default:  # a Python number, on the host
+                return out
+            made = [
+                x
+                for x in tree_leaves(out)
+                if isinstance(x, torch.Tensor)
+                and x.dtype == torch.float64
+                and x.device.type == "cpu"
+            ]
+            if made:
+                given = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+                floating = [x.dtype for x in given if x.dtype.is_floating_point]
+                widened = torch.float64 not in floating and (floating or not given)
+                if widened and in_library():  # (a boolean mask as float64 numbers is not)
+                    raise AssertionError(
+                        f"{func} made a float64 tensor of shape {tuple(made[0].shape)} on a "
+                        "device without float64 (the CPU, playing MPS)"
+                    )
+            return out
+
+    return Float64Guard()
+
+
+def without_float64():
+    """The CPU as a device without float64: `attention_lib.backend.has_float64` is False
+    there, and `float64_guard` fails any float64 tensor the library makes on it."""
+    import contextlib
+
+    from attention_lib.backend import without_float64 as lacking
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(lacking("cpu"))
+    stack.enter_context(float64_guard())
+    return stack

@@ -122,9 +122,9 @@ def flash_attention(
         call of PyTorch's fused CPU kernel, which returns the tile's output
         and log-sum-exp; the tiles, the causal skipping and the online
         softmax that merges them are ours. CPU tensors, float32 or
-        float64, E = Ev, no mask, no broadcast batch, finite inputs. On a
-        large problem its calls run on the same threads as ``"ops"``
-        below, one head and one block of query rows at a time.
+        float64, E = Ev, no mask, no broadcast batch, finite inputs and
+        scale. On a large problem its calls run on the same threads as
+        ``"ops"`` below, one head and one block of query rows at a time.
       - ``"ops"`` (`attention_lib.flash.torch_tiled`): each tile as torch
         operations, in place; any call, on any device. On a large
         problem its work items run on as many threads as
@@ -132,7 +132,7 @@ def flash_attention(
         the caller's thread count as it was.
       - ``"auto"`` (default): ``"fused"`` where the call allows it,
         ``"ops"`` otherwise. ``"fused"`` asked for a call it cannot run
-        raises ValueError saying why; with non-finite inputs it runs on
+        raises ValueError saying why; with non-finite inputs (or scale) it runs on
         ``"ops"``, which keeps the library's rule for them.
     - ``"triton"``: the Triton kernels (`attention_lib.flash.triton.launch`):
       CUDA tensors, or CPU tensors when TRITON_INTERPRET=1 was set before

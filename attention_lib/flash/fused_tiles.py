@@ -43,10 +43,10 @@ everything between the tiles:
 
 It takes what the kernel takes and our rules agree with: CPU tensors,
 float32 or float64, E = Ev, no mask, batch dimensions that merge into one
-(no broadcast), a last dimension of stride 1, and finite inputs (a masked
-key holding NaN would reach the output through the kernel's 0 x NaN; the
-rule in `attention_lib.flash.tiles`). `eligible` says whether a problem
-qualifies; everything else runs on `attention_lib.flash.torch_tiled`.
+(no broadcast), a last dimension of stride 1, and finite inputs and scale
+(a masked key holding NaN would reach the output through the kernel's
+0 x NaN; the rule in `attention_lib.flash.tiles`). `eligible` says whether
+a problem qualifies; everything else runs on `attention_lib.flash.torch_tiled`.
 
 Importing this module imports torch.
 """
@@ -54,6 +54,7 @@ Importing this module imports torch.
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 import torch
@@ -352,12 +353,17 @@ def fused_tiles_attention(
 ) -> torch.Tensor | None:
     """The fused tiles' output (*batch, L, E) for an `eligible` problem, or None.
 
-    None when an input is not finite, or the output is not (scores so large
-    that exp overflows): the caller then runs the torch operations, which
-    follow the library's rule for non-finite values. ``block_q``/``block_k``
+    None when an input or the scale is not finite, or the output is not
+    (scores so large that exp overflows): the caller then runs the torch
+    operations, which follow the library's rule for non-finite values. (The
+    kernel scales q k^T after the product and gives a row of NaN scores
+    zeros: with a NaN or infinite scale its rows would be finite where the
+    rule, and PyTorch's math backend, give NaN.) ``block_q``/``block_k``
     None take `default_blocks`. Differentiable with respect to query, key
     and value.
     """
+    if not math.isfinite(problem.scale):
+        return None
     inputs = [_merged(x, problem.batch) for x in (problem.query, problem.key, problem.value)]
     default_q, default_k = default_blocks(problem.is_causal)
     length_q, length_k = problem.query.shape[-2], problem.key.shape[-2]

@@ -29,13 +29,13 @@ from typing import Any
 from ..backend import device_of, nan_is_expected
 from ..inputs import AttentionProblem
 from ..masks import apply_mask, mask_tile
+from ..nonfinite import visible_matmul
 from .tiles import (
     all_finite,
     key_blocks,
     query_blocks,
     row_shift,
     visible_keys,
-    visible_product,
 )
 
 __all__ = ["NUMPY_BLOCK_K", "NUMPY_BLOCK_Q", "tiled_loop"]
@@ -79,7 +79,7 @@ def _query_block(
         p = xp.exp(s - shift)  # (..., bq, bk)
         rescale = xp.exp(m - shift)  # (..., bq, 1), exp(old max - new max) <= 1
         total = rescale * total + xp.sum(p, axis=-1, keepdims=True)  # (..., bq, 1)
-        acc = rescale * acc + visible_product(xp, p, v, visible)  # (..., bq, Ev)
+        acc = rescale * acc + visible_matmul(xp, p, v, visible)  # (..., bq, Ev)
         m = m_new
     return acc / xp.where(total == 0, 1.0, total)  # (..., bq, Ev); all-masked rows stay 0
 

@@ -21,8 +21,9 @@ which is 0 for a finite value and NaN otherwise. So the paths run the fast
 route, check its results once (`all_finite`: one pass over the output, or
 over the gradients) and only when one is not finite compute them again on
 the exact route: scores forced to -inf where masked (`visible_keys`) and
-products over a tile that read no masked row (`visible_product`). A finite
-result of the fast route is the exact route's result.
+products over a tile that read no masked row (`visible_matmul` of
+`attention_lib.nonfinite`). A finite result of the fast route is the exact
+route's result.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ __all__ = [
     "row_shift",
     "score_fraction",
     "visible_keys",
-    "visible_product",
 ]
 
 
@@ -147,21 +147,3 @@ def visible_keys(xp: Any, parts: list[Any]) -> Any:
         seen = part if part.dtype == xp.bool else part != -xp.inf
         visible = seen if visible is None else visible & seen
     return visible
-
-
-def visible_product(xp: Any, weights: Any, x: Any, visible: Any) -> Any:
-    """``weights @ x`` (..., m, k) @ (..., k, n), where no row of ``x`` is read at a masked weight.
-
-    ``visible`` (broadcastable to ``weights``, or None: all visible) says
-    which weights belong to visible positions; the others are 0. A plain
-    product would still multiply them with ``x``, and 0 * NaN = NaN: here
-    ``x``'s non-finite entries reach an output only through a visible
-    weight, and make it NaN. When ``x`` is finite this is the plain product.
-    """
-    finite = xp.isfinite(x)
-    if visible is None or bool(xp.all(finite)):
-        return xp.matmul(weights, x)  # (..., m, n)
-    seen = xp.astype(xp.broadcast_to(visible, weights.shape), x.dtype)  # (..., m, k)
-    reached = xp.matmul(seen, xp.astype(~finite, x.dtype)) > 0  # (..., m, n)
-    product = xp.matmul(weights, xp.where(finite, x, 0.0))  # (..., m, n)
-    return xp.where(reached, xp.nan, product)

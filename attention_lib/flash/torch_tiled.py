@@ -82,9 +82,10 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from ..backend import namespace, prod
+from ..backend import has_float64, namespace, prod
 from ..inputs import AttentionProblem
 from ..masks import mask_index
+from ..nonfinite import add_compensated, sum_to, visible_matmul
 from . import workers
 from .tiles import (
     all_finite,
@@ -92,7 +93,6 @@ from .tiles import (
     key_blocks,
     query_blocks,
     row_shift,
-    visible_product,
 )
 
 __all__ = [
@@ -221,11 +221,11 @@ def _accumulate(
     acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, visible: torch.Tensor | None
 ) -> None:
     """``acc += a @ b`` in place, (g, m, n); on the exact route (``visible`` given)
-    no masked row of ``b`` is read (`visible_product`)."""
+    no masked row of ``b`` is read (`visible_matmul`)."""
     if visible is None:
         acc.baddbmm_(a, b)
     else:
-        acc.add_(visible_product(_XP, a, b, visible))
+        acc.add_(visible_matmul(_XP, a, b, visible))
 
 
 class _Plan:
@@ -290,9 +290,6 @@ class _Plan:
         self._triangles: dict[tuple[int, int, int], torch.Tensor] = {}
         self.device = query.device
         self.lazy = not self.may_be_empty
-        # a shift folds into the product of scores unless a float mask is added after it
-        # (q k^T - m + mask cancels at a -1e9 mask: q k^T + mask - m does not)
-        self.fold = not self.has_mask
         # the copies' rows get room for a column more, and on a large problem 64 bytes
         self.pad = 1 if small else _PAD_BYTES // query.element_size()
 
@@ -404,6 +401,7 @@ def _row_block(
     rows: tuple[int, int],
     buffer: torch.Tensor,
     lazy: bool,
+    shift: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """The online softmax over one block of query rows: acc (g, bq, Ev), shift and total (g, bq, 1).
 
@@ -415,7 +413,18 @@ def _row_block(
     tiles after it as q's last column (no row maximum, no rescaling, no
     subtraction there); returns None when a later score rose so far above
     it that the total passed `LAZY_LIMIT`, and the block is to be done
-    again without.
+    again. ``shift`` (g, bq, 1), with ``lazy``: the shift to keep from the
+    first tile on instead of that tile's maximum (the block done again, with
+    its rows' maxima: `_row_maxima`); the total then stays below the number
+    of keys.
+
+    The backward pass recomputes each tile's scores with the same
+    operations (`_backward_group`): the first tile's (and, not lazy, every
+    tile's) as a product and then a subtraction, a lazy block's later ones
+    folded. So a weight is the same number in both passes, and the one
+    key of a saturated row has a weight of exactly 1 in both (a folded
+    recomputation of the first tile rounds the product's sum otherwise:
+    at scores in the hundreds its weight was 1 ± 1e-4).
     """
     shape = q.shape[:2]  # (g, bq)
     key_t = key.transpose(-1, -2)  # (g, E + 1, S), a view
@@ -441,18 +450,45 @@ def _row_block(
         seen, m_rows = (rows[0] + lo, rows[1]), m[:, lo:]
         s = torch.bmm(q_rows[..., :-1], key_t[:, :-1, c], out=tile)  # (g, rows, bk)
         visible = plan.mask_scores(s, group, seen, cols)
-        m_new = torch.maximum(m_rows, s.amax(dim=-1, keepdim=True))  # (g, rows, 1)
-        shift = plan.shift(m_new)  # (g, rows, 1)
-        p = plan.exp_(s.sub_(shift))  # (g, rows, bk): the tile becomes 2^(s - shift) in place
-        rescale = plan.exp_(m_rows - shift)  # (g, rows, 1), 2^(old max - new max) <= 1
-        _accumulate(acc_rows.mul_(rescale), p, value[:, c], visible)  # (g, rows, Ev + 1)
-        m_rows.copy_(m_new)
+        if shift is not None:  # lazy, the first tile: the shift given
+            p = plan.exp_(s.sub_(shift))  # (g, bq, bk): 2^(s - shift) <= 1 in place
+            _accumulate(acc_rows, p, value[:, c], visible)  # (g, bq, Ev + 1)
+            m.copy_(shift)
+        else:
+            m_new = torch.maximum(m_rows, s.amax(dim=-1, keepdim=True))  # (g, rows, 1)
+            shift_now = plan.shift(m_new)  # (g, rows, 1)
+            p = plan.exp_(s.sub_(shift_now))  # (g, rows, bk): 2^(s - shift) in place
+            rescale = plan.exp_(m_rows - shift_now)  # (g, rows, 1), 2^(old max - new max) <= 1
+            _accumulate(acc_rows.mul_(rescale), p, value[:, c], visible)  # (g, rows, Ev + 1)
+            m_rows.copy_(m_new)
         if lazy:  # after the first tile, whose rows are all the block's
-            torch.neg(shift, out=q[..., -1:])  # [q, -shift] @ [k, 1]^T = q k^T - shift
+            torch.neg(m, out=q[..., -1:])  # [q, -shift] @ [k, 1]^T = q k^T - shift
     total = acc[..., -1:]  # (g, bq, 1), a view
-    if lazy and not float(total.amax()) <= LAZY_LIMIT:  # NaN fails too
+    if lazy and shift is None and not float(total.amax()) <= LAZY_LIMIT:  # NaN fails too
         return None
     return acc[..., :-1], row_shift(_XP, m), total  # shift 0 where every key is masked
+
+
+def _row_maxima(
+    plan: _Plan,
+    q: torch.Tensor,
+    key: torch.Tensor,
+    group: tuple[int, int],
+    rows: tuple[int, int],
+    buffer: torch.Tensor,
+) -> torch.Tensor:
+    """Each row's largest score (g, bq, 1), in units of ln 2: a lazy block done again
+    shifts by it (`_row_block`). Arguments as `_row_block`'s; a lazy plan (no mask but
+    the causal one)."""
+    key_t = key.transpose(-1, -2)  # (g, E + 1, S), a view
+    m = q.new_full((*q.shape[:2], 1), -math.inf)  # (g, bq, 1)
+    for cols in plan.key_blocks(rows):
+        lo = first_row(rows, cols, plan.is_causal) - rows[0]
+        shape = (q.shape[0], q.shape[1] - lo, cols[1] - cols[0])
+        s = torch.bmm(q[:, lo:, :-1], key_t[:, :-1, slice(*cols)], out=_tile(buffer, shape))
+        plan.mask_scores(s, group, (rows[0] + lo, rows[1]), cols)  # (g, rows, bk)
+        torch.maximum(m[:, lo:], s.amax(dim=-1, keepdim=True), out=m[:, lo:])
+    return m
 
 
 def _forward_rows(
@@ -468,8 +504,9 @@ def _forward_rows(
     q = plan.copy(scratch, "q", plan["query", group][:, r], plan.scale2)  # (g, bq, E + 1)
     buffer = _scratch(scratch, "s", q.shape[0] * q.shape[1] * plan.block_k_below, q)
     block = _row_block(plan, q, key, value, group, rows, buffer, lazy=plan.lazy)
-    if block is None:  # the lazy shift fell too far below a row's maximum
-        block = _row_block(plan, q, key, value, group, rows, buffer, lazy=False)
+    if block is None:  # the lazy shift fell too far below a row's maximum: shift by that
+        maxima = _row_maxima(plan, q, key, group, rows, buffer)  # (g, bq, 1)
+        block = _row_block(plan, q, key, value, group, rows, buffer, lazy=True, shift=maxima)
     acc, shift, total = block
     out, m, totals = (x[group] for x in results)  # (g, L, Ev), (g, L, 1), (g, L, 1)
     if plan.may_be_empty:
@@ -545,7 +582,8 @@ class _Gradient:
     (*batch, a, b), so no two threads write one place, and the entries are
     summed to the input's shape once, at the end, in float64, and rounded
     once (a float32 sum of N entries would round N times; the reference
-    path sums the same way).
+    path sums the same way: `sum_to`, compensated float32 sums on a device
+    without float64).
     """
 
     def __init__(self, x: torch.Tensor, batch: tuple[int, ...]) -> None:
@@ -555,10 +593,7 @@ class _Gradient:
         self.parts = _Operand(self.buffer, batch)  # contiguous: a (N, a, b) view
 
     def result(self) -> torch.Tensor:
-        if not self.broadcast:
-            return self.buffer
-        wide = self.buffer.to(torch.float64).sum_to_size(self.shape)  # (*shape), one rounding
-        return wide.to(self.buffer.dtype)
+        return sum_to(self.buffer, self.shape)  # (*shape), rounded once
 
 
 class _MaskGradient:
@@ -566,19 +601,28 @@ class _MaskGradient:
 
     ``shared``: the mask is broadcast over some batch dimension, so entries
     add into the same places; their items then run in one thread, in order,
-    into a float64 accumulator that `result` rounds once to the mask's dtype.
+    into a float64 accumulator that `result` rounds once to the mask's dtype
+    (on a device without float64, a float32 one and the rounding errors
+    carried beside it: `add_compensated`).
     """
 
     def __init__(self, mask: torch.Tensor, batch: tuple[int, ...]) -> None:
         self.batch, self.size = batch, prod(batch)
         self.shared = prod(mask.shape[:-2]) != self.size
         self.dtype = mask.dtype
-        self.tensor = torch.zeros_like(mask, dtype=torch.float64 if self.shared else mask.dtype)
+        wide = self.shared and mask.dtype == torch.float32  # summed as if in float64
+        self.carry: torch.Tensor | None = None
+        if wide and not has_float64(mask):
+            self.carry = torch.zeros_like(mask)  # the float32 sum's rounding errors
+        dtype = torch.float64 if wide and self.carry is None else mask.dtype
+        self.tensor = torch.zeros_like(mask, dtype=dtype)
         self.parts = _Operand(self.tensor, batch)
+        self.carries = None if self.carry is None else _Operand(self.carry, batch)
 
     def result(self) -> torch.Tensor:
         """The mask's gradient in its own shape and dtype."""
-        return self.tensor.to(self.dtype)
+        total = self.tensor if self.carry is None else self.tensor + self.carry
+        return total.to(self.dtype)
 
     def add(
         self, group: tuple[int, int], rows: tuple[int, int], cols: tuple[int, int], ds: torch.Tensor
@@ -586,12 +630,21 @@ class _MaskGradient:
         """Add a group's tile of dS (g, bq, bk) where the mask covers it."""
         ds = ds.to(self.tensor.dtype)  # float64 where entries share places (a no-op otherwise)
         if self.shared and group[1] - group[0] == self.size > 1:  # the whole batch at once
-            target = self.tensor[mask_index(self.tensor, rows, cols)]  # (..., bq or 1, bk or 1)
-            target += ds.view(*self.batch, *ds.shape[-2:]).sum_to_size(target.shape)
-            return
-        part = self.parts[group]  # (g, L or 1, S or 1); g = 1 where shared
-        target = part[mask_index(part, rows, cols)]  # (g, bq or 1, bk or 1), a view
-        target += ds.sum_to_size(target.shape)
+            tensor, carry = self.tensor, self.carry
+            ds = ds.view(*self.batch, *ds.shape[-2:])  # (*batch, bq, bk)
+        else:
+            tensor = self.parts[group]  # (g, L or 1, S or 1); g = 1 where shared
+            carry = None if self.carries is None else self.carries[group]
+        index = mask_index(tensor, rows, cols)
+        target = tensor[index]  # (..., bq or 1, bk or 1), a view
+        if not self.shared:
+            target += ds.sum_to_size(target.shape)
+        elif carry is None:
+            target += sum_to(ds, target.shape)  # in float64
+        else:
+            total, carried = add_compensated(target, carry[index], sum_to(ds, target.shape))
+            target.copy_(total)
+            carry[index] = carried
 
 
 def _backward_group(
@@ -603,9 +656,11 @@ def _backward_group(
 ) -> None:
     """One work item of the backward pass: every tile of a group of entries, query rows outer.
 
-    The shifts fold into the products as before (`_row_block`):
-    [q, -m] @ [k, 1]^T = s - m (where no float mask is added in between)
-    and [dO, -D] @ [v, 1]^T = dP - D.
+    Each tile's scores are recomputed by the operations the forward pass
+    used on it (`_row_block`): a lazy block's tiles after its first with
+    the shift folded in, [q, -m] @ [k, 1]^T = s - m, the others as q k^T
+    (masked), then minus m. D folds into dP's product: [dO, -D] @ [v, 1]^T
+    = dP - D.
     """
     out, m, total, grad_out = (plan[name, group] for name in ("out", "m", "total", "grad_out"))
     dquery, dkey, dvalue = (grads[name][group] for name in ("query", "key", "value"))
@@ -626,13 +681,13 @@ def _backward_group(
         d_out[..., :-1].mul_(inverse)
         torch.mul(delta, inverse, out=d_out[..., -1:]).neg_()
         dq = dquery[:, r]  # (g, bq, E), zeros: accumulated in place, no copy of its own
-        for cols in plan.key_blocks(rows):
+        for step, cols in enumerate(plan.key_blocks(rows)):
             lo = first_row(rows, cols, plan.is_causal) - rows[0]  # as in `_row_block`
             seen = (rows[0] + lo, rows[1])
             c = slice(*cols)
             shape = (g, bq - lo, cols[1] - cols[0])
             q_rows, d_rows = q[:, lo:], d_out[:, lo:]  # (g, rows, E + 1), (g, rows, Ev + 1)
-            if plan.fold:
+            if plan.lazy and step > 0:
                 s = torch.bmm(q_rows, key_t[..., c], out=_tile(buffers[0], shape))  # s - m
                 visible = plan.mask_scores(s, group, seen, cols)
                 p = plan.exp_(s)  # (g, rows, bk): total x the forward's weights, recomputed

@@ -18,7 +18,9 @@ import math
 
 import numpy as np
 import pytest
-from support import as_lib, make, to_numpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support import as_lib, make, to_numpy, torch_sdpa
 
 import attention_lib as al
 
@@ -283,3 +285,98 @@ def test_apply_mask_exact_hides_a_nan_score_under_minus_inf(lib):
     np.testing.assert_array_equal(
         np.delete(exact.ravel(), 1), np.delete(to_numpy(scores).ravel(), 1)
     )
+
+
+# ---------------------------------------------------------------- issue 40's edges
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("hide", ["causal", "bool"])
+def test_a_weight_of_one_on_an_infinite_value_gives_inf(lib, path, dtype, hide):
+    """E = 0: every score is the empty sum 0, so row 0 sees one key with weight 1 and its
+    infinite value gives inf, as in PyTorch; the hidden key (a mask sends the call to the
+    exact route) was made NaN there (issue 40)."""
+    q, k = np.zeros((2, 0), dtype), np.zeros((2, 0), dtype)
+    v = np.array([[np.inf], [1.0]], dtype)
+    mask = np.array([[True, False], [True, True]])
+    kw = dict(is_causal=True) if hide == "causal" else dict(attn_mask=as_lib(mask, lib))
+    out = to_numpy(PATHS[path](*(as_lib(x, lib) for x in (q, k, v)), **kw))
+    np.testing.assert_array_equal(out, [[np.inf], [np.inf]])
+    np.testing.assert_array_equal(
+        torch_sdpa(q, k, v, **kw if hide == "causal" else {"attn_mask": mask}), out
+    )
+
+
+_ENTRIES = st.sampled_from([0.0, 1.0, -2.0, 0.5, math.inf, -math.inf, math.nan])
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, database=None)
+@given(
+    sizes=st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(1, 3)),
+    data=st.data(),
+    lib=st.sampled_from(["numpy", "torch"]),
+)
+def test_visible_matmul_is_the_product_with_hidden_rows_left_out(sizes, data, lib):
+    """Row by row, `visible_matmul` is plain a @ b over the seen positions alone: a hidden
+    entry of b is never read, and a seen one is multiplied as plain arithmetic does it
+    (a weight of 1 times inf is inf; 0 times inf, or inf - inf, is NaN)."""
+    from attention_lib.backend import namespace
+    from attention_lib.nonfinite import visible_matmul
+
+    m, n, k = sizes
+    seen = np.array(data.draw(st.lists(st.booleans(), min_size=m * n, max_size=m * n)))
+    seen = seen.reshape(m, n)
+    weights = st.sampled_from([0.0, 1.0, 0.25, -0.5, 3.0])
+    a = np.array(data.draw(st.lists(weights, min_size=m * n, max_size=m * n))).reshape(m, n)
+    a = np.where(seen, a, 0.0)  # a hidden weight is 0
+    b = np.array(data.draw(st.lists(_ENTRIES, min_size=n * k, max_size=n * k))).reshape(n, k)
+    with np.errstate(invalid="ignore"):
+        want = np.stack([a[i, seen[i]] @ b[seen[i]] for i in range(m)])  # (m, k)
+    x, y, s = (as_lib(z, lib) for z in (a, b, seen))
+    got = to_numpy(visible_matmul(namespace(x), x, y, s))
+    np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(
+    sizes=st.tuples(*(st.integers(1, 3) for _ in range(2)), st.integers(0, 3)),
+    heads=st.sampled_from([(1, 1), (2, 1), (2, 2)]),
+    scale=st.sampled_from([None, math.nan, math.inf, -math.inf, 0.5, -2.0]),
+    dtype=st.sampled_from(["float16", "float32"]),
+    same_width=st.booleans(),
+    bad=st.lists(st.tuples(st.sampled_from("qkv"), st.integers(0, 99), _ENTRIES), max_size=2),
+    seed=st.integers(0, 100),
+)
+def test_without_a_mask_non_finite_results_are_pytorchs(
+    sizes, heads, scale, dtype, same_width, bad, seed
+):
+    """With no key hidden the rule is plain arithmetic, so every path gives what PyTorch's
+    math backend gives, NaN and inf included: an infinite scale (each score a sum of
+    infinite products), a NaN scale, E = 0, non-finite entries, grouped heads, 4-d
+    inputs with E = Ev (the fused tiles' calls, which gave a NaN scale's rows zeros:
+    issue 40)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    length, keys, width = sizes
+    width_v = width if same_width else 2
+    hq, hk = heads
+    shapes = [(1, hq, length, width), (1, hk, keys, width), (1, hk, keys, width_v)]
+    q, k, v = (make(s, seed=seed + i) for i, s in enumerate(shapes))
+    for name, index, entry in bad:
+        x = {"q": q, "k": k, "v": v}[name]
+        if x.size:
+            x.flat[index % x.size] = entry
+    q, k, v = (torch.from_numpy(x).to(getattr(torch, dtype)) for x in (q, k, v))
+    kw = dict(scale=scale, enable_gqa=hq != hk)
+    with sdpa_kernel(SDPBackend.MATH):
+        want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), **kw)
+    tolerance = 1e-2 if dtype == "float16" else 1e-5
+    for path, run in PATHS.items():
+        for inputs in ((q, k, v), tuple(x.numpy() for x in (q, k, v))):
+            got = torch.from_numpy(to_numpy(run(*inputs, **kw))).float()
+            torch.testing.assert_close(
+                got, want, rtol=tolerance, atol=tolerance, equal_nan=True, msg=path
+            )

@@ -413,6 +413,7 @@ def _refusals():
         "float64": lambda: al.flash_attention(q.double(), q.double(), q.double(), backend="triton"),
         "width": lambda: al.flash_attention(*(torch.randn(2, 8, 300),) * 3, backend="triton"),
         "block": lambda: al.flash_attention(q, q, q, block_q=24, backend="triton"),
+        "scale": lambda: al.flash_attention(q, q, q, scale=math.nan, backend="triton"),
         "gqa heads": lambda: al.flash_attention(
             torch.randn(1, 4, 8, 16), q, torch.randn(1, 4, 8, 16), enable_gqa=True, backend="triton"
         ),
@@ -740,6 +741,7 @@ def test_empty_lengths_give_zeros(measured):
             r"ValueError: backend='triton' needs block_q to be a power of two .* got 24",
         ),
         ("gqa heads", r"ValueError: backend='triton' reads key and value heads with one group"),
+        ("scale", r"ValueError: backend='triton' takes a finite scale, got scale = nan"),
     ],
 )
 def test_refusals_name_what_is_not_handled(measured, what, message):

@@ -616,7 +616,9 @@ def plan(spec: Any, block_q: int | None, block_k: int | None) -> Layout | Except
     bfloat16 before sm_80; float32 gradients at widths over 128 on sm_75),
     head widths over 256, block sizes that are
     not powers of two from 16 to 256, more than 65535 heads or batch entries,
-    grouped key and value heads of two different counts.
+    grouped key and value heads of two different counts, a NaN or infinite
+    scale (the kernels scale q · k after the product, where the library's
+    rule for non-finite inputs takes query times scale: `attention_lib.nonfinite`).
     """
     device = spec.query.device
     if device.type != "cuda" and not INTERPRETED:
@@ -628,6 +630,11 @@ def plan(spec: Any, block_q: int | None, block_k: int | None) -> Layout | Except
         return ValueError(
             "backend='triton' does not take attn_mask (only is_causal); "
             "use backend='tiled' or 'auto' for masks"
+        )
+    if not math.isfinite(spec.scale):
+        return ValueError(
+            f"backend='triton' takes a finite scale, got scale = {spec.scale}; "
+            "backend='tiled' or 'auto' follows the rule for non-finite inputs"
         )
     if spec.out_dtype not in _DTYPES:
         return ValueError(
