@@ -121,24 +121,33 @@ def test_the_canvas_is_unknown_to_pyplot():
 
 def test_timers_fire_on_a_running_event_loop_and_never_without_one():
     import asyncio
+    import threading
+    import time
 
     from matplotlib.figure import Figure
 
     canvas = ExplorerCanvas(Figure())
     fired = []
-    idle = canvas.new_timer(interval=1)
-    idle.single_shot = True
-    idle.add_callback(lambda: fired.append("no loop"))
-    idle.start()  # no loop: never fires (Agg's own timers)
 
-    async def kernel():  # a kernel runs cells and widget messages on its event loop
+    def start(what: str) -> None:
         timer = canvas.new_timer(interval=1)
         timer.single_shot = True
-        timer.add_callback(lambda: fired.append("loop"))
+        timer.add_callback(lambda: fired.append(what))
         timer.start()
+
+    async def kernel() -> None:  # a kernel runs cells and widget messages on its event loop
+        start("loop")
         await asyncio.sleep(0.2)
 
-    asyncio.run(kernel())
+    def no_loop() -> None:  # a script, or a test: no loop runs in this thread
+        start("no loop")  # Agg's own timer: never fires
+        time.sleep(0.2)
+
+    # each in a thread of its own: the test process's main thread may hold a loop already
+    for target in (no_loop, lambda: asyncio.run(kernel())):
+        thread = threading.Thread(target=target)
+        thread.start()
+        thread.join()
     assert fired == ["loop"]
 
 
