@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab reset test test-soak test-runtime-only test-compile lint format notebooks bench clean bench-latency gpu-check gpu-wheels model
+.PHONY: lab reset test test-soak test-install test-runtime-only test-compile lint format notebooks bench clean bench-latency gpu-check gpu-wheels model
 
 # The environment, made and kept up to date by the course's own Python code (course/), the
 # same code as the make-free commands (python -m course lab, test: see the README).
@@ -63,6 +63,11 @@ test-runtime-only:
 	rm -rf build  # setuptools' build of the install above
 	cd notebooks && $(RUNTIME_VENV)/bin/python -m pytest -p no:cacheprovider -o addopts= -c /dev/null \
 		--rootdir=. --nbval --nbval-current-env --nbval-sanitize-with sanitize.cfg -q .
+
+# Every test that installs a fresh environment (minutes of pip each): the runtime-only nbval
+# above, and Binder's own steps in a fresh venv (tests/project/test_binder.py); CI runs it.
+test-install: test-runtime-only $(STAMP)
+	$(BIN)/python -m pytest -p no:cacheprovider -m install tests/project
 
 # The Triton compiles make test leaves to the front end: widths 16 and 32 whole to a cubin
 # for sm_80 and sm_90, width 16 for sm_75, sm_86 and sm_89, each against its shared memory

@@ -177,6 +177,7 @@ def _reachable(pip: Path, requirement: str) -> str | None:
 
 
 @pytest.mark.slow
+@pytest.mark.install
 def test_binder_steps_in_a_fresh_environment_pass_nbval_on_00(tmp_path):
     runtime = (BINDER / "runtime.txt").read_text(encoding="utf-8").strip()
     if runtime != f"python-{sys.version_info.major}.{sys.version_info.minor}":
