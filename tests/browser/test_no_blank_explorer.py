@@ -6,21 +6,17 @@ learner's JupyterLab and Chromium keep the machine busy
 (`benchmarks/busy_lab.py`, started and stopped here): a loaded machine is where
 the races were seen. After each run:
 
-- every explorer canvas in the page has its figure's size and drawn pixels
-  on it within `SETTLE_S` seconds (frames keep arriving after the kernel goes
-  idle; a blank canvas used to stay blank for good);
+- every explorer picture in the page (a core ipywidgets Image) has its
+  figure's size and drawn pixels within `SETTLE_S` seconds (under ipympl, the
+  course's earlier canvas, a blank one stayed blank for good);
 - no frame reached the page that its image could not decode (the frame
-  trace, `labdriver.frame_trace`): the blank canvases were such frames, the
-  raw pixels ipympl sends before the page is initialized
-  (explorers/canvas.py);
+  trace, `labdriver.frame_trace`);
 - the kernel has no subshell: the course's JupyterLab sends widget messages
   on the kernel's main shell (jupyter/labconfig), so they are handled on one
-  thread in the order the page sent them, as ipympl and matplotlib assume.
-  With JupyterLab 4.6's default they went to a subshell thread, ran beside
-  the cells, and a figure's draw request overtook its "initialized" message.
+  thread in the order the page sent them, as matplotlib assumes.
 
-A failure lists, per blank explorer, the trace of what its canvas received
-and drew, and writes every trace to the test's temporary folder.
+A failure lists, per blank explorer, the trace of what its picture received
+and loaded, and writes every trace to the test's temporary folder.
 """
 
 from __future__ import annotations
@@ -96,15 +92,15 @@ def stop_process_tree(process: subprocess.Popen, timeout: float = 60.0) -> None:
 
 
 def blank_explorers(page: labdriver.NotebookPage, expected: int) -> list[dict]:
-    """The widget outputs of every explorer whose canvas is missing, 0 x 0 or undrawn."""
+    """The widget outputs of every explorer whose picture is missing, 0 x 0 or blank."""
     explorers = [o for o in labdriver.widget_outputs(page) if o["explorer"]]
     assert len(explorers) == expected, f"{len(explorers)} explorers in the page, not {expected}"
     return [
         out
         for out in explorers
-        if len(out["canvases"]) != 1
-        or not (out["canvases"][0]["width"] and out["canvases"][0]["height"])
-        or not out["canvases"][0]["inked"]
+        if len(out["pictures"]) != 1
+        or not (out["pictures"][0]["width"] and out["pictures"][0]["height"])
+        or not out["pictures"][0]["inked"]
     ]
 
 
@@ -147,7 +143,7 @@ def test_every_explorer_is_drawn_after_each_run(name, lab_server, chromium, busy
                 (tmp_path / f"run{run}-cell{out['cell']}.txt").write_text("\n".join(trace))
                 what = f"blank {SETTLE_S} s after Run All" if out in blank else "a frame undecoded"
                 failures.append(
-                    f"run {run}: cell {out['cell']} {what} ({out['canvases']}); "
+                    f"run {run}: cell {out['cell']} {what} ({out['pictures']}); "
                     "its frame trace:\n  " + "\n  ".join(trace[-40:])
                 )
     finally:
