@@ -7,7 +7,8 @@ first by choosing its box's other options, as a learner would):
 - browser: the time from the event that makes the change (a key press on a
   slider, the click of a button or checkbox, which comes on release, a
   dropdown's choice) to the first redraw of its figure in Chromium
-  (``drawImage`` on the ipympl canvas), both on the page's own clock;
+  (the frame's picture loaded, decoded and an animation frame past), both on the
+  page's own clock;
   ``--moves`` moves per control, the first a second after the control was
   scrolled into view (`READ_MS`), as a learner scrolls to a figure and reads
   it before moving anything. The moves are a learner's hand
@@ -18,7 +19,7 @@ first by choosing its box's other options, as a learner would):
 - kernel: in the notebook's own kernel, over the control's values ``--rounds``
   times, the time to set the control's value: the whole callback, which runs
   the explorer's ``update`` and sends the blitted frame (Agg plus the PNG
-  diff sent to the page); separately, ``update`` alone; and, for reference,
+  sent to the page in its Image); separately, ``update`` alone; and, for reference,
   a full redraw (``fig.canvas.draw()``, what every move cost before the
   explorers blitted, and what a resize still costs).
 
@@ -83,28 +84,28 @@ CLOCK_SLACK_MS = 5.0
 
 # Installed in the notebook's kernel before the moves: stamps (epoch ms) when a control's
 # new value arrives (ipywidgets' set_state, called for each "update" message from the page)
-# and when an explorer's canvas sends a frame.
+# and when an explorer's picture (an ipywidgets Image) sends a frame.
 _KERNEL_STAMPS = r"""
 def _latency_stamps_install():
     import time
     import ipywidgets
-    from attention_lib.explorers.canvas import ExplorerCanvasFactory
 
     stamps = {"received": [], "sent": []}
     set_state = ipywidgets.Widget.set_state
-    canvas = ExplorerCanvasFactory.classes()[0]
-    send_binary = canvas.send_binary
+    send_state = ipywidgets.Widget.send_state
 
     def stamped_set_state(self, sync_data):
         stamps["received"].append(time.time() * 1e3)
         return set_state(self, sync_data)
 
-    def stamped_send_binary(self, data):
-        stamps["sent"].append(time.time() * 1e3)
-        return send_binary(self, data)
+    def stamped_send_state(self, key=None):
+        sent = send_state(self, key)
+        if isinstance(self, ipywidgets.Image):  # an explorer's frame has gone to the page
+            stamps["sent"].append(time.time() * 1e3)
+        return sent
 
     ipywidgets.Widget.set_state = stamped_set_state
-    canvas.send_binary = stamped_send_binary
+    ipywidgets.Widget.send_state = stamped_send_state
     return stamps
 
 
