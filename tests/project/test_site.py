@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from html import unescape
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -232,13 +233,33 @@ def test_binder_link_is_read_from_pyproject():
 def test_pages_in_a_browser_load_nothing_from_outside_and_draw_every_picture(built):
     """Each page opened from disk in Chromium: no request leaves the folder, every <img>
     decodes, and the MathML takes space on the page (a browser that shows it)."""
-    from labdriver.browser import chromium_browser, chromium_missing
+    from labdriver.browser import chromium_missing
 
     why = chromium_missing()
     if why:
         if os.environ.get("CI"):
             pytest.fail(f"CI is set and the browser cannot run: {why}")
         pytest.skip(why)
+    # Playwright's sync API refuses a thread whose asyncio loop runs (an earlier test in this
+    # worker may leave one): the browser gets a thread of its own
+    failures: list[BaseException] = []
+    thread = threading.Thread(target=lambda: _open_pages(built, failures))
+    thread.start()
+    thread.join()
+    if failures:
+        raise failures[0]
+
+
+def _open_pages(built, failures: list[BaseException]) -> None:
+    try:
+        _check_pages(built)
+    except BaseException as error:  # re-raised in the test's own thread
+        failures.append(error)
+
+
+def _check_pages(built) -> None:
+    from labdriver.browser import chromium_browser
+
     requests: list[str] = []
     with chromium_browser() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 800})
