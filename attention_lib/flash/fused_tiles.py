@@ -61,6 +61,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from ..backend import namespace, prod
+from ..nonfinite import add_compensated
 from ..inputs import AttentionProblem
 from . import workers
 from .tiles import all_finite, first_row, key_blocks, query_blocks
@@ -190,18 +191,46 @@ def fused_tiles(
     ]
 
 
-def merge(out: torch.Tensor, lse: torch.Tensor, out_t: torch.Tensor, lse_t: torch.Tensor) -> None:
+def merge(
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    carry: torch.Tensor,
+    out_t: torch.Tensor,
+    lse_t: torch.Tensor,
+) -> None:
     """Fold one tile's normalised output into the rows' running result, in place.
 
-    ``out`` (..., n, Ev) and ``lse`` (..., n) hold the rows' result over the
-    keys so far, ``out_t`` and ``lse_t`` the tile's over its own keys; after
-    the call they hold the result over both (the formula in the module's
-    docstring). The weight of the new tile is sigmoid(lse_t - lse), which
-    neither overflows nor loses the smaller share.
+    ``out`` (..., n, Ev) and ``lse + carry`` (..., n) hold the rows' result
+    over the keys so far, ``out_t`` and ``lse_t`` the tile's over its own
+    keys; after the call they hold the result over both (the formula in the
+    module's docstring). The weight of the new tile is sigmoid(lse_t - lse),
+    which neither overflows nor loses the smaller share. The log-sum-exp
+    grows by softplus(lse_t - lse) a tile, added with its rounding error
+    carried (`add_compensated`): a float32 logaddexp per tile rounds every
+    time, and over 30 tiles of one key the error (1.3e-6) put dK at 1.1x
+    the 2x rule (issue 40). ``carry`` starts at zero; add it to ``lse`` at
+    the end.
     """
-    weight = torch.sigmoid(lse_t - lse)  # (..., n): the new keys' share of each row's total
-    out.lerp_(out_t, weight.unsqueeze(-1))  # (..., n, Ev), one pass
-    torch.logaddexp(lse, lse_t, out=lse)  # (..., n)
+    gap = (lse_t - lse) - carry  # (..., n)
+    out.lerp_(out_t, torch.sigmoid(gap).unsqueeze(-1))  # (..., n, Ev), one pass
+    total, carried = add_compensated(lse, carry, torch.nn.functional.softplus(gap))
+    lse.copy_(total)
+    carry.copy_(carried)
+
+
+def _one_key_rows(rows: tuple[int, int], cols: tuple[int, int], causal: bool, length_k: int) -> int:
+    """How many of a tile's first rows see exactly one key in all: their weight there is 1.
+
+    Such a row's dS = P (dP - D) is exactly 0 (D = rowsum(dO * O) and O is
+    that key's value), so its dQ and its share of dK are 0 and its share of
+    dV is dO. The kernel computes dP as a product and D as a row sum, which
+    round differently and leave about 1e-7 where PyTorch's math backend and
+    our torch operations give 0 (issue 40). Such rows: every row when there
+    is one key, and row 0 of a causal call, which sees key 0 alone.
+    """
+    if length_k == 1:
+        return rows[1] - rows[0]
+    return 1 if causal and rows[0] == 0 and cols[0] == 0 else 0
 
 
 def _rows(x: torch.Tensor, span: tuple[int, int]) -> torch.Tensor:
@@ -265,6 +294,7 @@ def _forward(
         q_h, k_h, v_h = (_heads(x, heads) for x in (query, key, value))  # (1, h, n, E)
         out_h, lse_h = _heads(out, heads), _heads(lse, heads)
         block_rows = block[0][0]  # the first tile starts at key 0 and holds all the block's rows
+        carry = torch.zeros_like(_rows(lse_h, block_rows)) if len(block) > 1 else None  # (1, h, bq)
         if not all_finite(_XP, _rows(q_h, block_rows), k_h, v_h):  # every item: all keys
             raise NotFinite
         for rows, cols, causal in block:
@@ -274,7 +304,10 @@ def _forward(
                 _rows(out_h, rows).copy_(out_t)
                 _rows(lse_h, rows).copy_(lse_t)
             else:
-                merge(_rows(out_h, rows), _rows(lse_h, rows), out_t, lse_t)
+                span = (rows[0] - block_rows[0], rows[1] - block_rows[0])  # rows within the block
+                merge(_rows(out_h, rows), _rows(lse_h, rows), _rows(carry, span), out_t, lse_t)
+        if carry is not None:
+            _rows(lse_h, block_rows).add_(carry)
         if not all_finite(_XP, _rows(out_h, block_rows)):  # scores so large that exp overflows
             raise NotFinite
 
@@ -306,6 +339,13 @@ def _backward(
         for rows, cols, causal in tiles:
             q, d_out, o, l_rows = (_rows(x, rows) for x in (query_h, grad_h, out_h, lse_h))
             k, v = _rows(key_h, cols), _rows(value_h, cols)  # (1, h, bk, E)
+            ones = _one_key_rows(rows, cols, causal, key.shape[2])
+            if ones:  # their whole gradient is dO into dV; the kernel sees a zero dO there
+                _rows(dvalue, (cols[0], cols[0] + 1)).add_(d_out[:, :, :ones].sum(-2, True))
+                if ones == rows[1] - rows[0]:
+                    continue
+                d_out = d_out.clone()  # (1, h, bq, Ev)
+                d_out[:, :, :ones] = 0
             dq, dk, dv = kernel(d_out, q, k, v, o, l_rows, 0.0, causal, scale=scale)
             _rows(dquery, rows).add_(dq)  # (1, h, bq, E): this tile's share of dQ
             _rows(dkey, cols).add_(dk)  # (1, h, bk, E)
