@@ -51,7 +51,7 @@ from ..lessons.figures import sharing_picture
 from ..lessons.figures.style import WORD_COLOURS
 from ..normalisers import softmax
 from ..scales import turn_volume
-from .base import Explorer
+from .base import DRAWING, Explorer
 from .canvas import png_bytes
 from .controls import fit_label, fit_slider
 from .reveal import Prediction, answer_picture, predict_number
@@ -64,6 +64,9 @@ __all__ = [
     "share_prediction",
 ]
 
+
+#: What steps 3 and 4 of the three steps show until the guess of the share is locked in.
+WITHHELD = "lock in your guess above\nto see this step"
 
 _SLOT_CHOICES = tuple(2**i for i in range(9))  # 1, 2, 4, ..., 256
 
@@ -133,9 +136,14 @@ class ThreeStepsExplorer(Explorer):
     the shares, and the mixed result next to "it" on its own. The checkbox
     ``turn_down`` switches the division off to show what the shares become
     without it. ``steps`` holds the current `attention_lib.lessons.crowded_room.ThreeSteps`.
+
+    ``after``: the page's guess of the share (`share_prediction`). Until it is
+    locked in, steps 3 and 4 are withheld (no bar, no number: a note asks for
+    the guess first), since the share is the guess's answer; ``withheld``
+    says whether they are.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, after: Prediction | None = None) -> None:
         fig = self._make_figure(figsize=(8.4, 5.4), layout="constrained")
         axes = fig.subplots(2, 2)
         self.axes = axes
@@ -194,17 +202,31 @@ class ThreeStepsExplorer(Explorer):
             )
         )
         self._watch(self.turn_down)
+        self.waiting = [
+            ax.text(0.5, 0.5, WITHHELD, transform=ax.transAxes, ha="center", va="center")
+            for ax in (axes[1, 0], axes[1, 1])
+        ]
+        self.withheld = after is not None and not after.locked
         self.live = [
             *self.down_bars,
             *self.down_labels,
             *self.share_bars,
             *self.share_labels,
             *self.mix_bars,
+            *self.waiting,
             axes[0, 1].title,
             axes[1, 0].title,
             axes[1, 1].title,
         ]
         self.update()
+        if after is not None:
+            after.when_locked(self._show_answer)
+
+    def _show_answer(self) -> None:
+        with DRAWING:
+            self.withheld = False
+            self.update()
+            self.refresh()
 
     def nearest_word(self) -> str:
         """The word whose values the mixed "it" is closest to (Euclidean distance)."""
@@ -238,10 +260,18 @@ class ThreeStepsExplorer(Explorer):
                 label.set_y(h + 0.01 * top)
         for bar, h in zip(self.mix_bars, steps.mixed, strict=True):
             bar.set_height(h)
+        for artist in (*self.share_bars, *self.share_labels, *self.mix_bars):
+            artist.set_visible(not self.withheld)
+        for note in self.waiting:
+            note.set_visible(self.withheld)
         if self.turn_down.value:
             self.axes[0, 1].set_title(f"2. turn down: every score ÷ {steps.divisor:.2f}")
         else:
             self.axes[0, 1].set_title("2. turn down: off, scores unchanged")
+        if self.withheld:
+            self.axes[1, 0].set_title("3. share out")
+            self.axes[1, 1].set_title('4. mix: the new "it"')
+            return
         self.axes[1, 0].set_title(
             f"3. share out: adds up to {steps.shares.sum():.2f}, "
             f'"dog" gets {steps.shares[list(steps.words).index("dog")]:.0%}'

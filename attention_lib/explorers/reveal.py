@@ -112,6 +112,7 @@ class Prediction:
         self.answered: Any = None
         self.verdict = ""
         self.locked = False
+        self._on_lock: list[Callable[[], None]] = []
         self.question = widgets.HTML(f"<b>{html.escape(question)}</b>")
         self.button = widgets.Button(description="Lock in my guess", icon="lock")
         self.button.layout.width = "auto"
@@ -147,7 +148,17 @@ class Prediction:
             _show(self.result)
             if self.reveal is not None:
                 _show(self.reveal)
+            for callback in self._on_lock:
+                callback()
         return self.verdict
+
+    def when_locked(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once the guess is locked in (at once if it already is): for a
+        later picture on the page that would give the answer away before then."""
+        if self.locked:
+            callback()
+        else:
+            self._on_lock.append(callback)
 
 
 def predict_number(

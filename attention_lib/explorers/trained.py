@@ -45,11 +45,12 @@ def _percent(x: float) -> str:
 
 def volume_words(top_share: float, words: int) -> str:
     """Plain words for how peaked a row of ``words`` shares is, whose largest is ``top_share``:
-    nearly even ("mush"), nearly all on one word ("winner takes all"), or in between."""
+    nearly even ("mush"), nearly all on one word (95% or more), or in between. The words say
+    only what the bars show: not "winner takes all", which the picture's other bars deny."""
     if top_share < 1.5 / words:
         return "spread almost evenly: mush"
     if top_share >= 0.95:
-        return "nearly all on one word: winner takes all"
+        return "nearly all on one word"
     return "some words clearly more than others"
 
 

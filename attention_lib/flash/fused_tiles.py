@@ -61,8 +61,8 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from ..backend import namespace, prod
-from ..nonfinite import add_compensated
 from ..inputs import AttentionProblem
+from ..nonfinite import add_compensated
 from . import workers
 from .tiles import all_finite, first_row, key_blocks, query_blocks
 from .torch_tiled import PARALLEL_MIN_SCORES

@@ -118,6 +118,9 @@ def check_three_steps(values: Values, inputs: dict, fig: Figure) -> None:
     steps = three_steps(turn_down=bool(values["turn_down"]))
     n = len(steps.words)
     _close(fig["axes"][1]["heights"][:n], steps.turned_down, EXACT, "turned-down scores")
+    if inputs["withheld"]:  # the guess above is not locked in: steps 3 and 4 give nothing away
+        assert [ax["title"] for ax in fig["axes"][2:]] == ["3. share out", '4. mix: the new "it"']
+        return
     _close(fig["axes"][2]["heights"][:n], steps.shares, EXACT, "shares")
     dog = steps.shares[list(steps.words).index("dog")]
     shown = _number(r'"dog" gets (\d+)%', fig["axes"][2]["title"])
@@ -401,7 +404,7 @@ def check_mistake(values: Values, inputs: dict, fig: Figure) -> None:
 
 CHECKS: dict[str, Check] = {
     "VolumeKnobExplorer": Check('{"relevance": e.relevance, "names": e.names}', check_volume_knob),
-    "ThreeStepsExplorer": Check("{}", check_three_steps),
+    "ThreeStepsExplorer": Check('{"withheld": e.withheld}', check_three_steps),
     "SlotsExplorer": Check('{"trials": e._q_rooms.shape[0], "keys": e.keys}', check_slots),
     "NudgeExplorer": Check('{"rooms": e.rooms, "names": e.names}', check_nudge),
     "ScalingExplorer": Check(

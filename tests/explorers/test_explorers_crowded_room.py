@@ -25,6 +25,7 @@ from attention_lib.explorers import (
     ThreeStepsExplorer,
     VolumeKnobExplorer,
 )
+from attention_lib.explorers.crowded_room import share_prediction
 from attention_lib.lessons.crowded_room import (
     FRIENDS,
     LESSON_HEAD_SLOTS,
@@ -185,6 +186,25 @@ def test_three_steps_switch_draws_the_shares_with_and_without_turning_down():
         heights(explorer.share_bars), three_steps(slots=LESSON_HEAD_SLOTS).shares
     )
     assert explorer.axes[0, 1].get_title() == "2. turn down: every score ÷ 2.83"
+
+
+@pytest.mark.usefixtures("close_figures")
+def test_three_steps_withhold_the_shares_until_the_guess_above_is_locked_in():
+    """The share of "dog" is the page's guess's answer: no bar, number or title gives it first."""
+    guess = share_prediction("dog")
+    explorer = ThreeStepsExplorer(after=guess)
+    withheld = [*explorer.share_bars, *explorer.share_labels, *explorer.mix_bars]
+    for turn_down in (False, True):  # the switch works, and still gives nothing away
+        explorer.turn_down.value = turn_down
+        assert explorer.withheld and not any(a.get_visible() for a in withheld)
+        assert all(note.get_visible() for note in explorer.waiting)
+        titles = [ax.get_title() for ax in explorer.axes[1]]
+        assert titles == ["3. share out", '4. mix: the new "it"']
+    guess.lock()
+    assert not explorer.withheld and all(a.get_visible() for a in withheld)
+    assert not any(note.get_visible() for note in explorer.waiting)
+    assert explorer.axes[1, 0].get_title().endswith('"dog" gets 57%')
+    assert ThreeStepsExplorer(after=guess).withheld is False  # made after the lock: all shown
 
 
 def test_three_steps_refuses_mismatched_inputs():
