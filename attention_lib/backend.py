@@ -36,6 +36,7 @@ __all__ = [
     "namespace",
     "nan_is_expected",
     "prod",
+    "reference_dtype",
     "require_floating",
     "subnormals_flushed",
     "torch_loaded",
@@ -104,6 +105,24 @@ def accumulation_dtype(xp: ModuleType, dtype: Any) -> Any:
     if dtype == xp.float16 or (hasattr(xp, "bfloat16") and dtype == xp.bfloat16):
         return xp.float32
     return dtype
+
+
+def reference_dtype(xp: ModuleType, dtype: Any, like: Any) -> Any:
+    """The dtype the reference path computes in: float64 for float32 where ``like``'s device
+    has float64 (`has_float64`), else `accumulation_dtype`.
+
+    A float32 score q.k carries a rounding error of about eps * |q||k| * scale, and
+    the weights inherit it as a relative error: at a scale of 50 one order of summation
+    can be thirteen times as far from the exact output as another (PyTorch's, whose
+    errors sometimes cancel by chance), past FlashAttention's 2x rule in about one
+    random case in twelve (issue 40). Computed in float64 and rounded once, the output
+    is within a fraction of an ulp whatever the order. The reference path is the
+    course's oracle, not its fast path, so it pays the wider arithmetic; 16-bit inputs
+    keep float32, as PyTorch's kernels do.
+    """
+    if dtype == xp.float32 and has_float64(like):
+        return xp.float64
+    return accumulation_dtype(xp, dtype)
 
 
 def require_floating(xp: ModuleType, x: Any, name: str) -> None:

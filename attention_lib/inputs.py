@@ -68,10 +68,12 @@ from .backend import (
     device_of,
     is_torch_array,
     namespace,
+    reference_dtype,
     require_floating,
 )
 
 __all__ = [
+    "FLOAT32_SCORE_BOUND",
     "AttentionProblem",
     "AttentionSpec",
     "check",
@@ -84,6 +86,7 @@ __all__ = [
     "positive_integer",
     "positive_number",
     "prepare",
+    "wide_scores",
 ]
 
 
@@ -444,15 +447,54 @@ def _repeat_heads(xp: Any, x: Any, heads_q: int) -> Any:
     return xp.repeat(x, heads_q // heads, axis=-3)  # (..., Hq, S, *)
 
 
-def materialise(spec: AttentionSpec) -> AttentionProblem:
+#: The largest score a float32 problem may reach and still be tiled in float32 (`wide_scores`).
+FLOAT32_SCORE_BOUND = 32.0
+
+
+def wide_scores(spec: AttentionSpec) -> bool:
+    """Whether a float32 problem's scores may outgrow float32 on a device with float64.
+
+    A score's rounding error is about eps * |score|, and the weights inherit it:
+    at a scale of 50 the float32 tiled path was 9% of random cases past
+    FlashAttention's 2x rule, up to 23x PyTorch's error, where PyTorch's own
+    rounding happened to cancel (issue 40). The bound is Cauchy-Schwarz's,
+    scale * max |q_i| * max |k_j| (one pass over the inputs); above
+    `FLOAT32_SCORE_BOUND` (a default scale on unit-variance inputs stays
+    near 15 at E = 64 and 128) the tiled paths compute in float64, as the
+    reference path always does (`backend.reference_dtype`). Non-finite
+    inputs count as wide (their exact route then runs in float64). False
+    for other dtypes and on a device without float64.
+    """
+    xp, query, key = spec.xp, spec.query, spec.key
+    if query.dtype != xp.float32 or reference_dtype(xp, query.dtype, query) == query.dtype:
+        return False
+    if 0 in (*query.shape, *key.shape):
+        return False
+    norms = [float(xp.max(xp.linalg.vector_norm(_values(x), axis=-1))) for x in (query, key)]
+    bound = abs(spec.scale) * norms[0] * norms[1]
+    return not bound <= FLOAT32_SCORE_BOUND  # NaN too
+
+
+def _values(x: Any) -> Any:
+    """``x`` without its autograd history (a torch tensor's ``detach()``), for a number
+    read from it."""
+    return x.detach() if is_torch_array(x) else x
+
+
+def materialise(spec: AttentionSpec, exact: bool = False) -> AttentionProblem:
     """The problem the library's own paths compute, from a validated spec.
 
     Upcasts query, key, value and a float mask to the accumulation dtype
     (no copy when they already have it), repeats grouped key/value heads,
     and gives a mask of fewer than two dimensions leading ones (a view).
+    ``exact``: the reference path's dtype instead (`backend.reference_dtype`:
+    float32 widened to float64 where the device has it).
     """
     xp = spec.xp
-    acc = accumulation_dtype(xp, spec.out_dtype)
+    if exact:
+        acc = reference_dtype(xp, spec.out_dtype, spec.query)
+    else:
+        acc = accumulation_dtype(xp, spec.out_dtype)
     query, key, value = (xp.astype(x, acc, copy=False) for x in (spec.query, spec.key, spec.value))
     if spec.enable_gqa:
         key = _repeat_heads(xp, key, spec.heads_q)  # (..., Hq or 1, S, E)
@@ -487,9 +529,10 @@ def prepare(
     enable_gqa: bool = False,
     dropout_p: float = 0.0,
 ) -> AttentionProblem:
-    """`check` the public arguments, then `materialise` the problem to compute.
+    """`check` the public arguments, then `materialise` the problem the reference path
+    computes (``exact``: float32 in float64 where the device has it).
 
     Raises what `check` raises.
     """
     spec = check(query, key, value, attn_mask, is_causal, scale, enable_gqa, dropout_p)
-    return materialise(spec)
+    return materialise(spec, exact=True)

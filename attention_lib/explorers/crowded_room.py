@@ -57,6 +57,7 @@ from .controls import fit_label, fit_slider
 from .reveal import Prediction, answer_picture, predict_number
 
 __all__ = [
+    "WITHHELD",
     "NudgeExplorer",
     "SlotsExplorer",
     "ThreeStepsExplorer",

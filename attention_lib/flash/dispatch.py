@@ -18,7 +18,14 @@ import importlib.util
 from typing import Any
 
 from ..backend import is_torch_array
-from ..inputs import AttentionProblem, AttentionSpec, check, materialise, positive_integer
+from ..inputs import (
+    AttentionProblem,
+    AttentionSpec,
+    check,
+    materialise,
+    positive_integer,
+    wide_scores,
+)
 
 __all__ = ["BACKENDS", "TILE_KERNELS", "flash_attention"]
 
@@ -181,7 +188,7 @@ def flash_attention(
             return triton_attention(spec, plan, block_q, block_k)  # the caller's tensors
         if backend == "triton":
             raise plan
-    problem = materialise(spec)  # upcast, grouped heads repeated
+    problem = materialise(spec, exact=wide_scores(spec))  # upcast, grouped heads repeated
     if is_torch_array(problem.query):
         out = _torch_tiles(problem, block_q, block_k, tile_kernel)  # (..., L, Ev)
     else:

@@ -46,7 +46,12 @@ def test_a_padding_rows_value_gradient_is_its_share_one_over_s(path, large, dtyp
     PATHS[path](q, k, v, attn_mask=mask).sum().backward()
     ours = v.grad.clone()
     v.grad = None
+    if path == "reference" and dtype == "float32":
+        # computed in float64 (`backend.reference_dtype`), where the bias does not swamp the
+        # scores: PyTorch's answer in float64, rounded (in float32 it rounds them all equal)
+        q, k, mask = q.double(), k.double(), mask.double()
+        v = v.detach().double().requires_grad_()
     F.scaled_dot_product_attention(q, k, v, attn_mask=mask).sum().backward()
-    np.testing.assert_allclose(ours.numpy(), v.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours.numpy(), v.grad.float().numpy(), rtol=1e-5, atol=1e-6)
     # each row's weights sum to 1, so the value gradient sums to 3 per feature (issue 21 saw 6)
     np.testing.assert_allclose(ours.sum(0).numpy(), [3.0, 3.0], rtol=1e-6)
