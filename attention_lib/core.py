@@ -93,7 +93,7 @@ def _attend(
     problem: AttentionProblem, generator: Any, max_memory: int | None, with_value: bool
 ) -> Any:
     """The output (..., L, Ev), or with ``with_value=False`` the weights (..., L, S), in the
-    accumulation dtype.
+    problem's dtype (`backend.reference_dtype`).
 
     Plain arithmetic when no score and no value can be non-finite, or when no
     key is hidden (then plain arithmetic is the rule); the exact route of
@@ -137,8 +137,9 @@ def masked_scores(
     What `attention_weights` takes the softmax of: a boolean ``attn_mask``
     sets the scores it hides to -inf, a float one is added, ``is_causal``
     hides key j from query i when j > i (top-left aligned). Arguments and
-    errors are `attention_weights`'; the result is in the accumulation dtype
-    (float32 for 16-bit inputs: round it yourself if you need the input's),
+    errors are `attention_weights`'; the result is in the reference path's dtype
+    (`backend.reference_dtype`: float32 for 16-bit inputs, float64 for float32
+    where the device has it: round it yourself if you need the input's),
     on the query's device, autograd intact. Plain arithmetic, with none of
     the exact route of `attention_lib.nonfinite`: a score that a boolean
     mask or the causal mask hides is -inf whatever it held, a float mask is
