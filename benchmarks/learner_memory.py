@@ -14,7 +14,11 @@ every kernel maps (numpy's, matplotlib's, torch's when it is loaded) cost
 less per learner when several learners run at once: ``--learners 1 3``
 (the default) measures each of `GOAL_NOTEBOOKS` with one learner and again
 with three at the same time, each with their own server and kernel, as a hub
-runs them. The record says, per run, each learner's kernel and server PSS,
+runs them. Any other process on the machine that maps the same files counts
+too (on a shared machine, someone else's torch lowers a kernel's PSS by up
+to 50 MiB), so each process's USS (its pages alone: what a learner costs
+when very many share the libraries) and RSS (every page it maps: what it
+costs alone) are recorded beside it. The record says, per run, each learner's kernel and server PSS,
 their sum against the goal (`GOAL_MIB` a learner, server included, on
 `GOAL_NOTEBOOKS`), and what the kernel holds that explains it: whether torch
 is loaded, how many modules and how many live matplotlib figures.
@@ -78,9 +82,25 @@ _memory_holds()
 """
 
 
-def pss_mib(process: psutil.Process) -> float:
-    """``process``'s proportional set size, in MiB."""
-    return process.memory_full_info().pss / MiB
+def memory_mib(process: psutil.Process) -> dict[str, float]:
+    """``process``'s proportional, unique and resident set sizes (PSS, USS, RSS), in MiB."""
+    info = process.memory_full_info()
+    return {"pss": info.pss / MiB, "uss": info.uss / MiB, "rss": info.rss / MiB}
+
+
+def others_mapping(name: str) -> int:
+    """How many processes outside this benchmark's tree map a file whose path holds ``name``
+    (e.g. ``libtorch_cpu.so``): each one lowers the PSS of our processes that map it too."""
+    me = psutil.Process()
+    ours = {me.pid, *(c.pid for c in me.children(recursive=True))}
+    count = 0
+    for process in psutil.process_iter():
+        if process.pid in ours:
+            continue
+        with contextlib.suppress(OSError, psutil.Error):
+            if name in Path(f"/proc/{process.pid}/maps").read_text():
+                count += 1
+    return count
 
 
 def kernels_of(server: labdriver.LabServer) -> list[psutil.Process]:
@@ -155,36 +175,37 @@ def measure(
                 raise RuntimeError(f"{name}: expected one kernel under the server, found {kernels}")
             rows.append(
                 {
-                    "kernel_mib": pss_mib(kernels[0]),
-                    "server_mib": pss_mib(psutil.Process(server.proc.pid)),
+                    "kernel": memory_mib(kernels[0]),
+                    "server": memory_mib(psutil.Process(server.proc.pid)),
                 }
             )
+        others = others_mapping("libtorch_cpu.so")
         holds = json.loads(pages[0][1].execute(_KERNEL_HOLDS).splitlines()[-1])
-    kernel = [r["kernel_mib"] for r in rows]
-    server = [r["server_mib"] for r in rows]
-    total = [k + s for k, s in zip(kernel, server, strict=True)]
-    return {
-        "notebook": name,
-        "learners": learners,
-        "moves": made,
-        "kernel_mib": [round(x, 1) for x in kernel],
-        "server_mib": [round(x, 1) for x in server],
-        "per_learner_mib": round(float(np.mean(total)), 1),
-        "goal_mib": round(GOAL_MIB, 1) if name in GOAL_NOTEBOOKS else None,
-        **holds,
-    }
+    result = {"notebook": name, "learners": learners, "moves": made}
+    result["other_processes_with_torch"] = others
+    for who in ("kernel", "server"):
+        for size in ("pss", "uss", "rss"):
+            key = who if size == "pss" else f"{who}_{size}"
+            result[f"{key}_mib"] = [round(r[who][size], 1) for r in rows]
+    for size in ("pss", "uss"):
+        total = [r["kernel"][size] + r["server"][size] for r in rows]
+        key = "per_learner" if size == "pss" else "per_learner_uss"
+        result[f"{key}_mib"] = round(float(np.mean(total)), 1)
+    result["goal_mib"] = round(GOAL_MIB, 1) if name in GOAL_NOTEBOOKS else None
+    return result | holds
 
 
 def report(rows: list[dict]) -> list[str]:
     lines = [
         f"PSS per learner, MiB (goal on 00-02: {GOAL_MIB:.0f} MiB = 300 MB, kernel and server)",
-        f"  {'notebook':34} learners  kernel  server  total  torch  figures",
+        f"  {'notebook':34} learners  kernel  server  total  (USS total)  torch  figures",
     ]
     for r in rows:
         flag = "" if r["goal_mib"] is None or r["per_learner_mib"] <= r["goal_mib"] else "  OVER"
         lines.append(
             f"  {r['notebook'][:34]:34} {r['learners']:8}  {np.mean(r['kernel_mib']):6.1f}  "
             f"{np.mean(r['server_mib']):6.1f}  {r['per_learner_mib']:5.1f}  "
+            f"({r['per_learner_uss_mib']:5.1f})     "
             f"{'yes' if r['torch_loaded'] else 'no':>5}  {r['live_figures']:7}{flag}"
         )
     return lines
