@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab reset test test-soak test-install test-runtime-only test-compile lint format notebooks bench clean bench-latency gpu-check gpu-wheels model
+.PHONY: lab reset test test-soak test-install test-runtime-only test-compile lint format notebooks bench clean bench-latency bench-memory gpu-check gpu-wheels model
 
 # The environment, made and kept up to date by the course's own Python code (course/), the
 # same code as the make-free commands (python -m course lab, test: see the README).
@@ -31,6 +31,12 @@ reset:
 # Needs Debian's chromium. Exit status 3: measured, but the machine was busy (it says why).
 bench-latency: $(STAMP)
 	$(BIN)/python benchmarks/latency.py
+
+# Memory per learner (kernel and server PSS after Run All and slider moves, alone and three
+# learners at once for 00-02) in a real browser; adds a run to
+# benchmarks/results/learner-memory-<machine>.json (MEMORY_ARGS: e.g. --label after).
+bench-memory: $(STAMP)
+	$(BIN)/python benchmarks/learner_memory.py $(MEMORY_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

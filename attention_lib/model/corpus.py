@@ -28,6 +28,7 @@ never trains on them.
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -134,7 +135,7 @@ SHOWCASE = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: 50,000 of them live in each kernel that reads one
 class Sentence:
     """One sentence, as words (with BOS first and "." last) and where its answer is.
 
@@ -162,7 +163,9 @@ class Sentence:
 def _sentence(text: str, family: str, query_word: str, antecedent_word: str) -> Sentence:
     """A Sentence from its text: the query is the last ``query_word``, the antecedent
     the first ``antecedent_word`` before it."""
-    words = (BOS, *text.split(), END)
+    # Interned: the corpus's 50,000 sentences share one string per word, not ten of their own
+    # (about 30 MiB less in every kernel that builds it).
+    words = tuple(sys.intern(w) for w in (BOS, *text.split(), END))
     query = len(words) - 1 - words[::-1].index(query_word)
     antecedent = words.index(antecedent_word)
     return Sentence(words, family, query, antecedent)

@@ -46,8 +46,8 @@ from torch import nn
 from ..core import scaled_dot_product_attention
 from ..flash import flash_attention
 from ..inputs import positive_integer
-from ..scales import check_volume, scale_for
-from .catalogue import TRAINED, trained_dir
+from ..scales import check_volume
+from .weights import ModelConfig, read_weights
 
 __all__ = [
     "ALIGNMENTS",
@@ -70,45 +70,6 @@ __all__ = [
 #: tile sizes for the flash path: smaller than a sentence, so the model's attention
 #: really is computed tile by tile (one tile would be the reference path again)
 FLASH_BLOCK = 4
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """The model's sizes and its scale rule.
-
-    ``head_width`` is d, the width of each head's queries and keys (the d of
-    the scale rule); ``value_width`` that of its values. ``length`` is the
-    longest token sequence it takes.
-    """
-
-    vocab_size: int
-    length: int
-    d_model: int = 64
-    n_heads: int = 4
-    head_width: int = 16
-    value_width: int = 16
-    n_layers: int = 2
-    mlp_width: int = 128
-    scale_rule: str = "1/sqrt(d)"
-
-    def __post_init__(self) -> None:
-        for name in (
-            "vocab_size",
-            "length",
-            "d_model",
-            "n_heads",
-            "head_width",
-            "value_width",
-            "n_layers",
-            "mlp_width",
-        ):
-            positive_integer(name, getattr(self, name))
-        scale_for(self.scale_rule, self.head_width)  # raises for an unknown rule
-
-    @property
-    def scale(self) -> float:
-        """What the scores q·k are multiplied by: 1/sqrt(d), 1 or 1/d."""
-        return scale_for(self.scale_rule, self.head_width)
 
 
 # -- the attention implementations -----------------------------------------------------
@@ -412,24 +373,12 @@ def save_model(model: TinyTransformer, path: str | Path, vocab: tuple[str, ...])
 def load_model(name: str = "sqrt_d16", path: str | Path | None = None) -> TinyTransformer:
     """A trained model, in eval mode on the CPU: one of `TRAINED` or a ``.npz`` at ``path``.
 
-    Checks that the file's vocabulary is the corpus's (a corpus changed
-    since training would silently scramble every token). Raises ValueError
-    for an unknown name, FileNotFoundError for a missing file.
+    The file is read, and its vocabulary checked against the corpus's, by
+    `attention_lib.model.weights.read_weights`: ValueError for an unknown name or another
+    vocabulary, FileNotFoundError for a missing file.
     """
-    from .corpus import build_corpus  # its sentences are enumerated on first use
-
-    if path is None:
-        if name not in TRAINED:
-            raise ValueError(f"unknown model {name!r}; choose one of {list(TRAINED)}")
-        path = trained_dir() / f"{name}.npz"
-    with np.load(path, allow_pickle=False) as data:
-        config = ModelConfig(**json.loads(str(data["config"])))
-        vocab = tuple(str(w) for w in data["vocab"])
-        state = {k: torch.from_numpy(data[k]) for k in data.files if k not in ("config", "vocab")}
-    if vocab != build_corpus().vocab:
-        raise ValueError(
-            f"{path} was trained on another vocabulary than the corpus's; retrain (make model)"
-        )
+    config, _, arrays = read_weights(name, path)
+    state = {k: torch.from_numpy(v) for k, v in arrays.items()}
     model = TinyTransformer(config)
     model.load_state_dict(state)
     return model.eval()

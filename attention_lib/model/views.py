@@ -11,13 +11,19 @@ returning plain numbers (numpy) a notebook prints or an explorer draws:
   scores instead), and `pointer_head` is the head that finds the
   antecedent most often on held-out sentences (read from the training report).
 - `attention_maps`: every head's (T, T) weights over a sentence.
+
+These run the committed weights in numpy (`numpy_model`, the forward pass of
+`attention_lib.model.weights`): notebooks 01 and 02 call them, and torch
+would cost each learner's kernel about 150 MiB.
+
 - `swap_attention`: the model's forward with its attention call swapped for
   `attention_lib.scaled_dot_product_attention`, PyTorch's SDPA and
   `attention_lib.flash_attention`: the largest logit difference of each.
 - `heldout_check`: the held-out answers recomputed from the loaded weights,
   next to the training report's figures.
 
-Importing this module imports torch.
+These two and `model` (the torch model) import torch when called; importing
+this module does not.
 """
 
 from __future__ import annotations
@@ -25,15 +31,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from .corpus import BOS, FAMILIES, SHOWCASE, build_corpus, parse
 from .report import load_report
-from .tiny_model import ATTENTION, TinyTransformer, inference, load_model
-from .training import evaluate
+from .weights import NumpyModel, read_weights
+
+if TYPE_CHECKING:
+    from .tiny_model import TinyTransformer
 
 __all__ = [
     "START",
@@ -45,6 +52,7 @@ __all__ = [
     "format_volume_sweep",
     "heldout_check",
     "model",
+    "numpy_model",
     "pointer_head",
     "showcase",
     "shown_words",
@@ -56,17 +64,27 @@ __all__ = [
 #: how a word is shown to a reader: the start-of-sentence token has no spelling
 START = "(start)"
 
-#: largest |logit difference| promised between the attention calls, by dtype
-SWAP_BOUNDS = {torch.float32: 1e-4, torch.float64: 1e-10}
+#: largest |logit difference| promised between the attention calls, by dtype name
+SWAP_BOUNDS = {"float32": 1e-4, "float64": 1e-10}
 
 
 @cache
 def model(name: str = "sqrt_d16") -> TinyTransformer:
-    """The trained model ``name`` (of `attention_lib.model.catalogue.TRAINED`), in eval mode.
+    """The trained model ``name`` (of `attention_lib.model.catalogue.TRAINED`) in torch, in
+    eval mode; imports torch.
 
     Loaded once per process and shared: treat it as read-only (`load_model` gives a private copy).
     """
+    from .tiny_model import load_model
+
     return load_model(name)
+
+
+@cache
+def numpy_model(name: str = "sqrt_d16") -> NumpyModel:
+    """The trained model ``name`` read into numpy (`attention_lib.model.weights`), for its
+    forward pass without torch. Loaded once per process and shared: treat it as read-only."""
+    return NumpyModel(*read_weights(name))
 
 
 @cache
@@ -148,13 +166,11 @@ def where_it_looks(
     """
     parsed = parse(sentence)
     corpus = build_corpus()
-    tokens = torch.from_numpy(corpus.encode([parsed]))[:, : len(parsed.words)]  # (1, T)
-    trace: list = []
-    with inference():
-        logits = model(name)(tokens, trace=trace, volume=volume)  # (1, T, V)
+    tokens = corpus.encode([parsed])[:, : len(parsed.words)]  # (1, T)
+    logits, trace = numpy_model(name).forward(tokens, volume=volume)  # (1, T, V), per layer
     n = parsed.query + 1
-    scores = np.stack([t.logits[0, :, parsed.query, :n].double().numpy() for t in trace])
-    weights = np.stack([t.weights[0, :, parsed.query, :n].double().numpy() for t in trace])
+    scores = np.stack([t.logits[0, :, parsed.query, :n] for t in trace])  # (layers, H, n)
+    weights = np.stack([t.weights[0, :, parsed.query, :n] for t in trace])  # (layers, H, n)
     return Gaze(
         sentence=sentence,
         family=parsed.family,
@@ -192,11 +208,10 @@ def volume_sweep(
             right += gaze.guess == gaze.answer
             tops.append(gaze.top("pointer")[1])
             parsed = parse(sentence)
-            tokens = torch.from_numpy(corpus.encode([parsed]))[:, : parsed.query + 1]  # (1, n)
-            with inference():
-                scores = model(name)(tokens, volume=volume)[0, -1]  # (V,)
-            best = torch.topk(scores, 2).values  # (2,)
-            margins.append(float(best[0] - best[1]))
+            tokens = corpus.encode([parsed])[:, : parsed.query + 1]  # (1, n)
+            scores = numpy_model(name).forward(tokens, volume=volume)[0][0, -1]  # (V,)
+            best = np.sort(scores)[-2:]  # (2,): the runner-up, then the top
+            margins.append(float(best[1] - best[0]))
         rows.append(
             {
                 "volume": float(volume),
@@ -235,27 +250,31 @@ class HeadMaps:
 def attention_maps(sentence: str = SHOWCASE[0], name: str = "sqrt_d16") -> HeadMaps:
     """`HeadMaps` of ``sentence`` (with its start token and full stop) in model ``name``."""
     parsed = parse(sentence)
-    tokens = torch.from_numpy(build_corpus().encode([parsed]))  # (1, T_max)
+    tokens = build_corpus().encode([parsed])  # (1, T_max)
     n = len(parsed.words)
-    trace: list = []
-    with inference():
-        model(name)(tokens[:, :n], trace=trace)
-    weights = np.stack([t.weights[0].double().numpy() for t in trace])  # (layers, H, n, n)
+    _, trace = numpy_model(name).forward(tokens[:, :n])  # one LayerScores per layer
+    weights = np.stack([t.weights[0] for t in trace])  # (layers, H, n, n)
     return HeadMaps(sentence, shown_words(parsed.words), weights, parsed.query, parsed.antecedent)
 
 
 def swap_attention(
     name: str = "sqrt_d16",
     sentences: Sequence[str] = SHOWCASE,
-    dtype: torch.dtype = torch.float32,
+    dtype: Any = "float32",
 ) -> dict[str, float]:
     """The largest |logit difference| between the model's own attention and each other
-    call of `ATTENTION`, over ``sentences`` in ``dtype`` (float32 or float64).
+    call of `attention_lib.model.tiny_model.ATTENTION`, over ``sentences`` in ``dtype``
+    ("float32" or "float64", or the torch dtype). Imports torch.
 
     The same weights run each time; only the attention call changes.
     """
-    if dtype not in SWAP_BOUNDS:
-        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+    import torch
+
+    from .tiny_model import ATTENTION, inference, load_model
+
+    if str(dtype).removeprefix("torch.") not in SWAP_BOUNDS:
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    dtype = getattr(torch, str(dtype).removeprefix("torch."))
     corpus = build_corpus()
     tokens = torch.from_numpy(corpus.encode([parse(s) for s in sentences]))  # (N, T)
     net = load_model(name).to(dtype)
@@ -298,8 +317,11 @@ def heldout_check(name: str = "sqrt_d16") -> dict[str, Any]:
 
     Returns {"recomputed": {family: share}, "report": {family: share},
     "largest_gap": max |recomputed - report|}: the committed weights are the
-    ones the report describes when the gap is within a sentence or two.
+    ones the report describes when the gap is within a sentence or two. Imports torch.
     """
+    from .tiny_model import inference
+    from .training import evaluate
+
     corpus = build_corpus()
     held = [s for family in FAMILIES for s in corpus.heldout[family]]
     with inference():

@@ -405,7 +405,7 @@ def check_mistake(values: Values, inputs: dict, fig: Figure) -> None:
 CHECKS: dict[str, Check] = {
     "VolumeKnobExplorer": Check('{"relevance": e.relevance, "names": e.names}', check_volume_knob),
     "ThreeStepsExplorer": Check('{"withheld": e.withheld}', check_three_steps),
-    "SlotsExplorer": Check('{"trials": e._q_rooms.shape[0], "keys": e.keys}', check_slots),
+    "SlotsExplorer": Check('{"trials": e.trials, "keys": e.keys}', check_slots),
     "NudgeExplorer": Check('{"rooms": e.rooms, "names": e.names}', check_nudge),
     "ScalingExplorer": Check(
         '{"logits": e.sweep.logits[e.width.value], "example_logits": e.example_logits(), '

@@ -97,7 +97,7 @@ def check_three_steps(e: ThreeStepsExplorer) -> None:
 def check_slots(e: SlotsExplorer) -> None:
     d = int(e.slots.value)
     divisor = math.sqrt(d) if e.divide.value else 1.0
-    totals = np.sum(e._q_pairs[:, :d] * e._k_pairs[:, :d], axis=-1) / divisor  # (N,)
+    totals = e.totals[d] / divisor  # (N,)
     title = e.ax_hist.get_title()
     shown(totals.std(), re.search(r"typical size ([\d.]+)$", title).group(1), 1)
     line = e.spread_lines[1].get_xdata()[0]
