@@ -14,8 +14,9 @@ __all__ = ["EXTRAS", "STAMP", "VENV", "ensure", "venv_python"]
 
 VENV = REPO / ".venv"
 STAMP = VENV / ".installed"
-#: what the course's environment installs: the library, its tests, and Triton where it runs
-EXTRAS = "dev,triton"
+#: what the course's environment installs: the library, its tests, Triton where it runs, and
+#: the teaching tools (the graded edition's tests run nbgrader)
+EXTRAS = "dev,triton,teach"
 
 
 def venv_python(venv: Path = VENV) -> Path:

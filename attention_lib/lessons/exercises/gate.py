@@ -34,9 +34,9 @@ import ipywidgets as widgets
 import numpy as np
 
 from ...normalisers import softmax
-from .base import SECONDS, CheckReport, Solution, TimeLimit, time_limit
-from .scale_rule import ScaleRuleCheck
-from .solutions import FLASH_SOLUTIONS, SOLUTIONS, solution_scope
+from .base import SECONDS, Solution
+from .feedback import checked, feedback
+from .solutions import FLASH_SOLUTIONS, INSTALLED, SOLUTIONS, solution_scope
 
 __all__ = [
     "ANSWER",
@@ -58,24 +58,6 @@ HINT = "al-hint"
 HINT_BUTTON = "al-hint-button"
 #: the box's still version, saved with the notebook (the browser tests look for it)
 NOTE = "Hints and a solution open here once the notebook runs."
-
-
-def feedback(report: Any) -> str:
-    """A checker's report as the learner reads it: a question while nothing is written yet,
-    the report, and "Not yet" under a report that did not pass."""
-    if isinstance(report, CheckReport) and report.not_written:
-        return (
-            f"Your function is not written yet: it raises NotImplementedError. "
-            f"{report.QUESTION} Write it and run the cell again; the checker holds it to "
-            f"{report.SUBJECT} on {len(report.cases)} cases."
-        )
-    text = str(report)
-    if getattr(report, "passed", False) or getattr(report, "cause", "") == "no triton":
-        return text  # nothing of the learner's to fix where Triton cannot be installed
-    if isinstance(report, ScaleRuleCheck) and not report.divisor_problem:
-        text = "\n".join(text.splitlines()[:-1])  # "expected them to ...": the goal below says it
-        return f"{text}\nNot yet: you are after weights that {report.expected} as d grows."
-    return f"{text}\nNot yet: fix what it points at and run the cell again (or open a hint)."
 
 
 def _solution_function(solution: Solution) -> Callable[..., Any] | None:
@@ -121,6 +103,10 @@ class ExerciseGate:
         "Hints open one at a time; the solution waits until your attempt passes, "
         "or until you have read every hint and ask for it."
     )
+    NOT_INSTALLED = (
+        "This installation holds no hints or solutions (a graded class): "
+        "the checker's report above is your feedback."
+    )
 
     def __init__(
         self,
@@ -130,12 +116,15 @@ class ExerciseGate:
         seconds: float | None = SECONDS,
     ) -> None:
         found = SOLUTIONS.get(name) or FLASH_SOLUTIONS.get(name)
+        if found is None and not INSTALLED:  # a graded class: feedback, no hints or solution
+            found = Solution(name, "", "")
         if found is None:
             raise KeyError(f"no exercise {name!r}; there are {[*SOLUTIONS, *FLASH_SOLUTIONS]}")
         self.check, self.solution, self.seconds = check, found, seconds
         self.opened = 0  # hints open so far
         self.revealed: str | None = None  # "passed" or "asked" once the solution shows
-        self.status = widgets.HTML(f"<em>{html.escape(self.WAITING)}</em>")
+        waiting = self.WAITING if found.code else self.NOT_INSTALLED
+        self.status = widgets.HTML(f"<em>{html.escape(waiting)}</em>")
         # empty until opened: a hidden widget's value is still in the page and the saved state
         self.hints = [_hidden(widgets.HTML()) for _ in found.hints]
         for hint in self.hints:
@@ -162,7 +151,7 @@ class ExerciseGate:
             f"Show hint {self.opened + 1} of {len(self.hints)}" if left else "No more hints"
         )
         self.hint_button.disabled = left == 0 or self.revealed is not None
-        self.button.disabled = left > 0 and self.revealed is None
+        self.button.disabled = (left > 0 and self.revealed is None) or not self.solution.code
 
     def hint(self) -> str:
         """Open the next hint and return its text ("" when none is left)."""
@@ -183,22 +172,8 @@ class ExerciseGate:
         Returns the report (None when the check could not run). A passing
         report opens the solution.
         """
-        try:
-            if self.seconds is None:
-                report = self.check(fn)
-            else:
-                with time_limit(self.seconds):
-                    report = self.check(fn)
-        except TimeLimit:
-            print(
-                f"Your function did not return within {self.seconds:g} s, so the check stopped "
-                "it: is there a loop that never ends? Change it and run the cell again."
-            )
-            return None
-        except Exception as err:  # the learner's input, in one sentence, not a traceback
-            print(f"The check could not run: {err}.")
-            return None
-        print(feedback(report))
+        report, text = checked(self.check, fn, self.seconds)
+        print(text)
         if getattr(report, "passed", False):
             self.reveal("passed")
         return report
@@ -206,6 +181,8 @@ class ExerciseGate:
     def reveal(self, reason: str = "asked") -> None:
         """Show the solution: "passed", or "asked" once every hint is open (else nothing)."""
         if self.revealed is not None or (reason == "asked" and self.opened < len(self.hints)):
+            return
+        if not self.solution.code:  # none installed (a graded class)
             return
         self.revealed = reason
         parts = [f"<pre><code>{html.escape(self.solution.code.strip())}</code></pre>"]
