@@ -7,6 +7,7 @@ python -m course install        # only make or update .venv
 python -m course serve [ARGS]   # JupyterLab alone, in the running environment
 python -m course colab [--check]   # the notebooks' Colab set-up cells and the README's links
 python -m course site [--out DIR]  # the static site of the executed course
+python -m course graded [--check | grade A | strip]  # the graded edition (teachers/graded)
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def main(argv: list[str]) -> int:
     if command == "install":
         environment.ensure()
         return 0
-    if command in ("lab", "test", "reset", "site"):  # in the course's environment, made if missing
+    # in the course's environment, made if missing
+    if command in ("lab", "test", "reset", "site", "graded"):
         python = environment.ensure()
         if os.path.realpath(sys.prefix) != os.path.realpath(environment.VENV):
             return _in_venv(python, argv)
@@ -82,6 +84,10 @@ def main(argv: list[str]) -> int:
         from .site import main as site
 
         return site(args)
+    if command == "graded":
+        from .graded import main as graded
+
+        return graded(args)
     print(f"python -m course: unknown command {command!r}\n{__doc__}", file=sys.stderr)
     return 2
 

@@ -107,6 +107,11 @@ def grade(name: str, fn: Any) -> None:
     """The hidden test of exercise ``name``: returns if ``fn`` passes its checker, else raises
     AssertionError with the feedback the learner reads (the mistake named as the checker
     names it)."""
+    if fn is None:
+        raise AssertionError(
+            f"{name}: there is no function {name} in this notebook to grade (was its cell "
+            "deleted or moved below this one, or the function renamed?)"
+        )
     with _with_course_functions(name, fn):
         report, text = _run(name, fn)
     if not getattr(report, "passed", False):

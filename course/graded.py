@@ -1,0 +1,69 @@
+"""``python -m course graded``: the graded edition of notebooks 02 and 07 (teachers/graded).
+
+python -m course graded [--check]         # generate source/ and release/ (or check them)
+python -m course graded grade ASSIGNMENT  # grade DIR/submitted/*/ASSIGNMENT (nbgrader)
+python -m course graded strip [PYTHON]    # a graded class's install: the solutions removed
+
+The first two run teachers/graded's scripts in this interpreter (the teacher's
+environment: the course and its teach extra). ``strip`` removes the solutions' one data
+module (attention_lib/lessons/exercises/answers.py, and its compiled copies) from the
+environment of PYTHON (default: this one), after ``pip install .`` there; it refuses a
+course that is installed from this checkout (editable), whose answers.py is the course's
+own source.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .paths import REPO
+
+__all__ = ["FOLDER", "main", "strip"]
+
+FOLDER = REPO / "teachers" / "graded"
+_FIND = (
+    "import importlib.util as u; s = u.find_spec('attention_lib.lessons.exercises'); "
+    "print(s.submodule_search_locations[0])"
+)
+
+
+def strip(python: str) -> int:
+    """Remove the solutions from the course installed for ``python``; 0, or 1 with a reason."""
+    found = subprocess.run(  # not from this folder: `python -c` puts the working folder first
+        [python, "-c", _FIND], capture_output=True, text=True, check=False,
+        cwd=tempfile.gettempdir(),
+    )
+    if found.returncode:
+        print(f"course graded strip: {python} has no attention_lib installed", file=sys.stderr)
+        return 1
+    package = Path(found.stdout.strip()).resolve()
+    if package.is_relative_to(REPO.resolve()):
+        print(
+            f"course graded strip: {python} runs the course from this checkout ({package}), "
+            "an editable install: strip a learners' environment made with pip install .",
+            file=sys.stderr,
+        )
+        return 1
+    removed = [p for p in [package / "answers.py", *package.glob("__pycache__/answers.*")]]
+    for path in removed:
+        if path.exists():
+            path.unlink()
+    print(f"solutions removed from {package}" if removed else f"no solutions in {package}")
+    return 0
+
+
+def main(args: list[str]) -> int:
+    if args[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
+    if args[:1] == ["strip"]:
+        if len(args) > 2:
+            print("usage: python -m course graded strip [PYTHON]", file=sys.stderr)
+            return 2
+        return strip(args[1] if len(args) == 2 else sys.executable)
+    script = "grade.py" if args[:1] == ["grade"] else "generate.py"
+    rest = args[1:] if args[:1] == ["grade"] else args
+    return subprocess.call([sys.executable, str(FOLDER / script), *rest], cwd=REPO)

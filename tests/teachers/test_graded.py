@@ -1,0 +1,285 @@
+"""The graded edition (teachers/graded): generated, free of solutions, graded by the checkers.
+
+- The committed source/ and release/ are what the generator makes now.
+- The release holds none of the solutions' code lines in any cell, output or metadata, and a
+  graded install (`python -m course graded strip`) reaches none: answers.py gone, the
+  loader empty, the release's code runs, the gate gives feedback without a solution.
+- nbgrader's real autograde (marked ``grading``: make test-graded, a CI step) gives the
+  course's solutions full marks, an untouched release zero, each typical wrong answer the
+  loss of its own exercise's points with the checker's words as feedback, and a file that
+  is not a notebook, or a notebook with cells moved and deleted, a clear message.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+
+from attention_lib import softmax
+from attention_lib.lessons.exercises import grading
+from attention_lib.lessons.exercises.solutions import (
+    BUILDS_ON,
+    FLASH_SOLUTIONS,
+    SOLUTIONS,
+    solution_function,
+)
+from course.graded import FOLDER, strip
+
+sys.path.insert(0, str(FOLDER))
+import generate  # noqa: E402 (teachers/graded's generator, a script folder)
+import grade as grader  # noqa: E402
+
+ALL = {**SOLUTIONS, **FLASH_SOLUTIONS}
+POINTS = {a.name: a.points for a in generate.ASSIGNMENTS}
+
+#: a typical wrong answer per exercise: (the solution's text, what the learner wrote instead)
+WRONG = {
+    "under_divided": ("d**-0.25", "1 / d"),
+    "my_attention": ("/ math.sqrt(q.shape[-1])", "/ q.shape[-1]"),
+    "combined_mask": ("np.tril(", "np.triu("),
+    "decode_step": (", k=S - T)", ")"),
+    "multi_head": ("math.sqrt(d_head)", "math.sqrt(d_model)"),
+    "online_update": ("rescale * total +", "total +"),
+    "key_loop": (".T * scale", ".T"),
+    "key_stop": ("min(length_k, r1)", "min(length_k, r1 - 1)"),
+    "diagonal_mask": ("cols <= rows", "cols < rows"),
+    "flash_forward": ("out[r0:r1] = acc / total", "out[r0:r1] = acc"),
+    "flash_backward": ("p * (dp - delta)", "p * dp"),
+    "key_block": ("keep = cols[None, :] < length_k", "keep = cols[None, :] >= 0"),
+}
+
+
+def _mistake(report, text: str) -> str:
+    """What the checker names: a report's hint, or the scale rule's first line of verdict."""
+    return getattr(report, "hint", "") or text.splitlines()[0]
+
+
+def _code_lines(name: str) -> list[str]:
+    """A solution's code lines past its def line (the starter's), stripped, none empty."""
+    return [ln.strip() for ln in ALL[name].code.splitlines()[1:] if ln.strip()]
+
+
+def _wrong(name: str) -> str:
+    old, new = WRONG[name]
+    assert old in ALL[name].code, f"{name}: {old!r} is not in the solution"
+    return ALL[name].code.replace(old, new)
+
+
+def _function(name: str, code: str):
+    """The function ``code`` defines, in a notebook-like namespace (Triton code: its text)."""
+    if name == "key_block":
+        return code
+    scope = {"np": np, "math": math, "softmax": softmax}
+    for before in BUILDS_ON.get(name, ()):
+        scope[before] = solution_function(before)
+    exec(compile(code, f"<{name}>", "exec"), scope)
+    return scope[name]
+
+
+# -- generated, never hand-kept --------------------------------------------------------
+
+
+def test_the_committed_edition_is_what_the_generator_makes(tmp_path: Path) -> None:
+    generate.generate(tmp_path)
+    assert generate.differences(tmp_path) == []
+    (tmp_path / "release" / "07_flash" / "07_flash.ipynb").write_text("{}")  # a stale copy
+    assert generate.differences(tmp_path) == ["release/07_flash/07_flash.ipynb"]
+
+
+# -- no solution in the release, none in a graded install ---------------------------------
+
+
+def _release(assignment: str) -> nbformat.NotebookNode:
+    return nbformat.read(FOLDER / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+
+
+def test_every_exercise_is_graded_with_its_points() -> None:
+    for assignment, points in POINTS.items():
+        source = nbformat.read(FOLDER / "source" / assignment / f"{assignment}.ipynb", 4)
+        tests = {
+            c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
+            for c in source.cells
+            if c.metadata.get("nbgrader", {}).get("grade")
+        }
+        assert tests == {f"{n}_test": p for n, p in points.items()}
+    assert set(POINTS["02_scaling"]) == set(SOLUTIONS)
+    assert set(POINTS["07_flash"]) == set(FLASH_SOLUTIONS)
+
+
+@pytest.mark.parametrize("assignment", list(POINTS))
+def test_the_release_holds_no_solution_code(assignment: str) -> None:
+    release = _release(assignment)
+    text = json.dumps(release)  # every cell's source, outputs and metadata, the notebook's too
+    source = (FOLDER / "source" / assignment / f"{assignment}.ipynb").read_text()
+    for name in POINTS[assignment]:
+        lines = _code_lines(name)
+        assert all(json.dumps(ln)[1:-1] in source for ln in lines)  # the scan can find them
+        found = [ln for ln in lines if json.dumps(ln)[1:-1] in text]
+        assert found == [], f"{assignment}: {name}'s solution lines in the release: {found}"
+        assert "BEGIN HIDDEN TESTS" not in text and f'grade("{name}"' not in text
+    assert not any(c.get("outputs") for c in release.cells)
+    imported = "\n".join(c.source for c in release.cells if c.cell_type == "code")
+    assert "gate" not in imported and "solutions" not in imported and "answers" not in imported
+
+
+def test_a_graded_install_reaches_no_solution(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    root = Path(grading.__file__).parents[3]
+    shutil.copytree(root / "attention_lib", site / "attention_lib",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    python = tmp_path / "python"  # the course "installed" in site/, as pip would
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    assert strip(str(python)) == 0
+    package = site / "attention_lib"
+    everything = "\n".join(p.read_text(errors="replace") for p in package.rglob("*") if p.is_file())
+    for name, solution in ALL.items():
+        assert solution.code.strip() not in everything, name
+        assert solution.explanation not in everything, name
+    # what a release notebook can import, and the gate, in that environment
+    cells = "\n\n".join(
+        c.source for c in _release("02_scaling").cells if c.cell_type == "code"
+    )
+    probe = f"""
+import importlib.util
+assert importlib.util.find_spec("attention_lib.lessons.exercises.answers") is None
+from attention_lib.lessons.exercises import solutions
+from attention_lib.lessons.exercises.gate import ExerciseGate
+assert solutions.SOLUTIONS == {{}} and solutions.FLASH_SOLUTIONS == {{}} and not solutions.INSTALLED
+{cells}
+gate = ExerciseGate(lambda fn: None, "multi_head")
+gate.reveal("asked")
+assert gate.revealed is None and gate.answer.value == "" and gate.button.disabled
+print("stripped:", solutions.__file__)
+"""
+    done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True,
+                          cwd=tmp_path, check=False)
+    assert done.returncode == 0, done.stderr
+    assert f"stripped: {package}" in done.stdout
+    assert "Your function is not written yet" in done.stdout  # the release's checks ran
+    # an editable install (this checkout) is refused: its answers.py is the course's source
+    assert strip(sys.executable) == 1
+    assert (root / "attention_lib" / "lessons" / "exercises" / "answers.py").exists()
+
+
+def test_the_wrong_answers_fail_their_checker_and_the_solutions_pass() -> None:
+    for name in ALL:
+        report, _ = grading._run(name, _function(name, ALL[name].code))
+        assert report.passed, name
+        report, text = grading._run(name, _function(name, _wrong(name)))
+        assert report is not None and not report.passed and _mistake(report, text), (name, text)
+
+
+# -- nbgrader's autograde on real submissions ---------------------------------------------
+
+
+def _typed(assignment: str, answers: dict[str, str]) -> nbformat.NotebookNode:
+    """The release with ``answers`` (name -> code of the whole function) in its answer cells."""
+    notebook = _release(assignment)
+    for cell in notebook.cells:
+        name = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if name in answers:
+            cell.source = answers[name]
+    return notebook
+
+
+def _submit(root: Path, student: str, assignment: str, notebook) -> None:
+    folder = root / "submitted" / student / assignment
+    folder.mkdir(parents=True)
+    path = folder / f"{assignment}.ipynb"
+    if isinstance(notebook, str):
+        path.write_text(notebook)
+    else:
+        nbformat.write(notebook, path)
+
+
+def _test_output(root: Path, student: str, assignment: str, name: str) -> str:
+    graded = nbformat.read(root / "autograded" / student / assignment / f"{assignment}.ipynb", 4)
+    (cell,) = [c for c in graded.cells
+               if c.metadata.get("nbgrader", {}).get("grade_id") == f"{name}_test"]
+    return json.dumps(cell.outputs, ensure_ascii=False)
+
+
+def _scores(root: Path, assignment: str) -> dict[str, dict[str, float]]:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+        return {
+            student: {
+                g.name.removesuffix("_test"): g.score
+                for g in gradebook.find_submission_notebook(assignment, assignment, student).grades
+            }
+            for student in ("course", "untouched", "odd", "even", "shuffled")
+        }
+
+
+@pytest.mark.grading
+@pytest.mark.parametrize("assignment", list(POINTS))
+def test_nbgrader_grades_real_submissions(
+    assignment: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "course"
+    root.mkdir()
+    for part in ("nbgrader_config.py", "source", "release"):
+        copy = shutil.copytree if (FOLDER / part).is_dir() else shutil.copy
+        copy(FOLDER / part, root / part)
+    names = list(POINTS[assignment])
+    right = {n: ALL[n].code for n in names}
+    _submit(root, "course", assignment, _typed(assignment, right))
+    _submit(root, "untouched", assignment, _release(assignment))
+    for student, parity in (("odd", 1), ("even", 0)):  # every other exercise wrong
+        answers = {n: _wrong(n) if i % 2 == parity else right[n] for i, n in enumerate(names)}
+        _submit(root, student, assignment, _typed(assignment, answers))
+    shuffled = _typed(assignment, right)
+    first, last = names[0], names[-1]
+    shuffled.cells = [  # the last exercise's test cell and the first answer deleted, reversed
+        c for c in reversed(shuffled.cells)
+        if c.metadata.get("nbgrader", {}).get("grade_id") not in (f"{last}_test", first)
+    ]
+    _submit(root, "shuffled", assignment, shuffled)
+    _submit(root, "junk", assignment, "my answers are in the email I sent you")
+
+    status = grader.grade(root, assignment)
+    said = capsys.readouterr().out
+    assert status == 0, said
+    scores = _scores(root, assignment)
+    points = POINTS[assignment]
+    assert scores["course"] == points
+    assert scores["untouched"] == dict.fromkeys(points, 0)
+    assert "junk" not in {s for s, _ in (ln.split(":", 1) for ln in said.splitlines()
+                                         if " of " in ln and ":" in ln)}  # no score: set aside
+    assert "junk: " in said and "is not a Jupyter notebook" in said
+    note = root / "feedback" / "junk" / assignment / f"{assignment}.txt"
+    assert "graded as missing, 0 points" in note.read_text()
+    for student, parity in (("odd", 1), ("even", 0)):
+        for i, name in enumerate(names):
+            wrong = i % 2 == parity
+            assert scores[student][name] == (0 if wrong else points[name]), (student, name)
+            if wrong:  # the feedback names the mistake as the checker does
+                report, text = grading._run(name, _function(name, _wrong(name)))
+                output = _test_output(root, student, assignment, name)
+                named = json.dumps(_mistake(report, text), ensure_ascii=False)[1:-1]
+                assert named in output, (name, named, output[:2000])
+    if assignment == "02_scaling":
+        output = _test_output(root, "odd" if names.index("multi_head") % 2 else "even",
+                              assignment, "multi_head")
+        assert "you divided by √64, the model width; each head is 16 wide: divide by √16" in output
+    # moved cells are put back in order, the deleted test cell too; the deleted answer is a stub
+    assert "shuffled: " in said and "had cells moved or deleted" in said
+    assert scores["shuffled"][first] == 0
+    assert "Your function is not written yet" in _test_output(root, "shuffled", assignment, first)
+    assert scores["shuffled"] == {**points, first: 0}
+    for student in ("course", "untouched", "odd", "shuffled"):
+        assert (root / "feedback" / student / assignment / f"{assignment}.html").exists()
+    assert os.listdir(root / "submitted" / "junk" / assignment) == [
+        f"{assignment}.ipynb{grader.SET_ASIDE}"
+    ]
