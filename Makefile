@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab reset test test-soak test-install test-runtime-only test-compile lint format notebooks bench clean bench-latency bench-memory gpu-check gpu-wheels model
+.PHONY: lab reset test test-soak test-graded test-install test-runtime-only test-compile lint format notebooks bench clean bench-latency bench-memory gpu-check gpu-wheels model
 
 # The environment, made and kept up to date by the course's own Python code (course/), the
 # same code as the make-free commands (python -m course lab, test: see the README).
@@ -69,6 +69,12 @@ test-runtime-only:
 	rm -rf build  # setuptools' build of the install above
 	cd notebooks && $(RUNTIME_VENV)/bin/python -m pytest -p no:cacheprovider -o addopts= -c /dev/null \
 		--rootdir=. --nbval --nbval-current-env --nbval-sanitize-with sanitize.cfg -q .
+
+# nbgrader's real autograde on submissions of the graded edition (teachers/graded): the
+# course's solutions, an untouched release, wrong answers, a non-notebook, moved cells
+# (tests/teachers/test_graded.py -m grading: about 100 s); CI runs it.
+test-graded: $(STAMP)
+	$(BIN)/python -m pytest -p no:cacheprovider -o addopts= -m grading tests/teachers
 
 # Every test that installs a fresh environment (minutes of pip each): the runtime-only nbval
 # above, and Binder's own steps in a fresh venv (tests/project/test_binder.py); CI runs it.

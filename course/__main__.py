@@ -20,8 +20,9 @@ from . import environment
 from .paths import REPO
 
 #: make test's pytest arguments: two workers, each file's tests on one (see the Makefile);
-#: the soak and the fresh installs are left to make test-soak and make test-install
-PYTEST_ARGS = ["-n", "2", "--dist", "loadfile", "-m", "not soak and not install"]
+#: the soak, the fresh installs and nbgrader's autograde are left to make test-soak,
+#: make test-install and make test-graded
+PYTEST_ARGS = ["-n", "2", "--dist", "loadfile", "-m", "not soak and not install and not grading"]
 
 
 def _in_venv(python: os.PathLike, args: list[str]) -> int:

@@ -33,7 +33,10 @@ _FIND = (
 def strip(python: str) -> int:
     """Remove the solutions from the course installed for ``python``; 0, or 1 with a reason."""
     found = subprocess.run(  # not from this folder: `python -c` puts the working folder first
-        [python, "-c", _FIND], capture_output=True, text=True, check=False,
+        [python, "-c", _FIND],
+        capture_output=True,
+        text=True,
+        check=False,
         cwd=tempfile.gettempdir(),
     )
     if found.returncode:

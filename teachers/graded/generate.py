@@ -53,8 +53,13 @@ ASSIGNMENTS = (
         "02_scaling",
         "02_developer_scaling.ipynb",
         "02 · The scaling problem: graded exercises",
-        {"under_divided": 1, "my_attention": 2, "combined_mask": 2, "decode_step": 2,
-         "multi_head": 3},
+        {
+            "under_divided": 1,
+            "my_attention": 2,
+            "combined_mask": 2,
+            "decode_step": 2,
+            "multi_head": 3,
+        },
         "import math\n\nimport numpy as np\n\nfrom attention_lib import softmax\n"
         "from attention_lib.lessons.exercises.grading import check",
         "## Try it yourself",
@@ -63,8 +68,15 @@ ASSIGNMENTS = (
         "07_flash",
         "07_researcher_build_flash_attention.ipynb",
         "07 · FlashAttention, built by hand: graded exercises",
-        {"online_update": 2, "key_loop": 1, "key_stop": 1, "diagonal_mask": 1,
-         "flash_forward": 2, "flash_backward": 3, "key_block": 2},
+        {
+            "online_update": 2,
+            "key_loop": 1,
+            "key_stop": 1,
+            "diagonal_mask": 1,
+            "flash_forward": 2,
+            "flash_backward": 3,
+            "key_block": 2,
+        },
         "import math\n\nimport numpy as np\n\nfrom attention_lib import attention_weights\n"
         "from attention_lib.lessons.exercises import skeleton_source\n"
         "from attention_lib.lessons.exercises.grading import check\n\n"
@@ -78,8 +90,14 @@ _GATE_WORDS = re.compile(r"Show hint|solution stays hidden|solution waits|hints"
 
 
 def _nbgrader(grade_id: str, *, solution=False, grade=False, locked=False, points=None) -> dict:
-    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
-            "solution": solution, "task": False}
+    meta = {
+        "grade": grade,
+        "grade_id": grade_id,
+        "locked": locked,
+        "schema_version": 3,
+        "solution": solution,
+        "task": False,
+    }
     if points is not None:
         meta["points"] = points
     return {"nbgrader": meta}
@@ -192,10 +210,20 @@ def generate(root: Path) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         for assignment in ASSIGNMENTS:
             subprocess.run(
-                [sys.executable, "-m", "nbgrader", "generate_assignment", assignment.name,
-                 "--force", "--log-level=WARN", f"--CourseDirectory.root={root}",
-                 f"--CourseDirectory.db_url=sqlite:///{scratch}/gradebook.db"],
-                cwd=root, check=True, env=nbgrader_env(),
+                [
+                    sys.executable,
+                    "-m",
+                    "nbgrader",
+                    "generate_assignment",
+                    assignment.name,
+                    "--force",
+                    "--log-level=WARN",
+                    f"--CourseDirectory.root={root}",
+                    f"--CourseDirectory.db_url=sqlite:///{scratch}/gradebook.db",
+                ],
+                cwd=root,
+                check=True,
+                env=nbgrader_env(),
             )
 
 
@@ -215,8 +243,11 @@ def differences(root: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="regenerate in a scratch folder; fail if it differs from the committed")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="regenerate in a scratch folder; fail on any difference",
+    )
     args = parser.parse_args(argv)
     if not args.check:
         generate(HERE)
@@ -226,8 +257,12 @@ def main(argv: list[str] | None = None) -> int:
         generate(Path(scratch))
         differ = differences(Path(scratch))
     if differ:
-        print("the graded edition is out of date (run python -m course graded):",
-              *differ, sep="\n  ", file=sys.stderr)
+        print(
+            "the graded edition is out of date (run python -m course graded):",
+            *differ,
+            sep="\n  ",
+            file=sys.stderr,
+        )
         return 1
     print("the graded edition is up to date")
     return 0

@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 
 import nbformat
-
 from generate import HERE, nbgrader_env  # this folder's generator (run as a script)
 
 SET_ASIDE = ".not-a-notebook"
@@ -113,9 +112,20 @@ def grade(root: Path, assignment: str) -> int:
     # (release/ comes out as committed: the generator's own step)
     for step in (["generate_assignment"], ["autograde", "--create"], ["generate_feedback"]):
         done = subprocess.run(
-            [sys.executable, "-m", "nbgrader", step[0], assignment, *step[1:], "--force",
-             f"--CourseDirectory.root={root}", "--log-level=WARN"],
-            cwd=root, env=nbgrader_env(), check=False,
+            [
+                sys.executable,
+                "-m",
+                "nbgrader",
+                step[0],
+                assignment,
+                *step[1:],
+                "--force",
+                f"--CourseDirectory.root={root}",
+                "--log-level=WARN",
+            ],
+            cwd=root,
+            env=nbgrader_env(),
+            check=False,
         )
         status = status or done.returncode
     for student, (score, most) in sorted(scores(root, assignment).items()):

@@ -35,8 +35,8 @@ from attention_lib.lessons.exercises.solutions import (
 from course.graded import FOLDER, strip
 
 sys.path.insert(0, str(FOLDER))
-import generate  # noqa: E402 (teachers/graded's generator, a script folder)
-import grade as grader  # noqa: E402
+import generate
+import grade as grader
 
 ALL = {**SOLUTIONS, **FLASH_SOLUTIONS}
 POINTS = {a.name: a.points for a in generate.ASSIGNMENTS}
@@ -134,8 +134,9 @@ def test_the_release_holds_no_solution_code(assignment: str) -> None:
 def test_a_graded_install_reaches_no_solution(tmp_path: Path) -> None:
     site = tmp_path / "site"
     root = Path(grading.__file__).parents[3]
-    shutil.copytree(root / "attention_lib", site / "attention_lib",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        root / "attention_lib", site / "attention_lib", ignore=shutil.ignore_patterns("__pycache__")
+    )
     python = tmp_path / "python"  # the course "installed" in site/, as pip would
     python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
     python.chmod(0o755)
@@ -146,9 +147,7 @@ def test_a_graded_install_reaches_no_solution(tmp_path: Path) -> None:
         assert solution.code.strip() not in everything, name
         assert solution.explanation not in everything, name
     # what a release notebook can import, and the gate, in that environment
-    cells = "\n\n".join(
-        c.source for c in _release("02_scaling").cells if c.cell_type == "code"
-    )
+    cells = "\n\n".join(c.source for c in _release("02_scaling").cells if c.cell_type == "code")
     probe = f"""
 import importlib.util
 assert importlib.util.find_spec("attention_lib.lessons.exercises.answers") is None
@@ -161,8 +160,9 @@ gate.reveal("asked")
 assert gate.revealed is None and gate.answer.value == "" and gate.button.disabled
 print("stripped:", solutions.__file__)
 """
-    done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True,
-                          cwd=tmp_path, check=False)
+    done = subprocess.run(
+        [str(python), "-c", probe], capture_output=True, text=True, cwd=tmp_path, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert f"stripped: {package}" in done.stdout
     assert "Your function is not written yet" in done.stdout  # the release's checks ran
@@ -204,8 +204,9 @@ def _submit(root: Path, student: str, assignment: str, notebook) -> None:
 
 def _test_output(root: Path, student: str, assignment: str, name: str) -> str:
     graded = nbformat.read(root / "autograded" / student / assignment / f"{assignment}.ipynb", 4)
-    (cell,) = [c for c in graded.cells
-               if c.metadata.get("nbgrader", {}).get("grade_id") == f"{name}_test"]
+    (cell,) = [
+        c for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == f"{name}_test"
+    ]
     return json.dumps(cell.outputs, ensure_ascii=False)
 
 
@@ -242,7 +243,8 @@ def test_nbgrader_grades_real_submissions(
     shuffled = _typed(assignment, right)
     first, last = names[0], names[-1]
     shuffled.cells = [  # the last exercise's test cell and the first answer deleted, reversed
-        c for c in reversed(shuffled.cells)
+        c
+        for c in reversed(shuffled.cells)
         if c.metadata.get("nbgrader", {}).get("grade_id") not in (f"{last}_test", first)
     ]
     _submit(root, "shuffled", assignment, shuffled)
@@ -255,8 +257,9 @@ def test_nbgrader_grades_real_submissions(
     points = POINTS[assignment]
     assert scores["course"] == points
     assert scores["untouched"] == dict.fromkeys(points, 0)
-    assert "junk" not in {s for s, _ in (ln.split(":", 1) for ln in said.splitlines()
-                                         if " of " in ln and ":" in ln)}  # no score: set aside
+    assert "junk" not in {
+        s for s, _ in (ln.split(":", 1) for ln in said.splitlines() if " of " in ln and ":" in ln)
+    }  # no score: set aside
     assert "junk: " in said and "is not a Jupyter notebook" in said
     note = root / "feedback" / "junk" / assignment / f"{assignment}.txt"
     assert "graded as missing, 0 points" in note.read_text()
@@ -270,8 +273,9 @@ def test_nbgrader_grades_real_submissions(
                 named = json.dumps(_mistake(report, text), ensure_ascii=False)[1:-1]
                 assert named in output, (name, named, output[:2000])
     if assignment == "02_scaling":
-        output = _test_output(root, "odd" if names.index("multi_head") % 2 else "even",
-                              assignment, "multi_head")
+        output = _test_output(
+            root, "odd" if names.index("multi_head") % 2 else "even", assignment, "multi_head"
+        )
         assert "you divided by √64, the model width; each head is 16 wide: divide by √16" in output
     # moved cells are put back in order, the deleted test cell too; the deleted answer is a stub
     assert "shuffled: " in said and "had cells moved or deleted" in said

@@ -41,9 +41,7 @@ __all__ = ["EXERCISES", "check", "grade"]
 #: exercise name (its function's name) -> the checker call its notebook's gate makes
 EXERCISES: dict[str, Callable[[Any], Any]] = {
     # notebook 02
-    "under_divided": lambda fn: check_scale_rule(
-        fn, expect="sharpen", divides=True, verbose=False
-    ),
+    "under_divided": lambda fn: check_scale_rule(fn, expect="sharpen", divides=True, verbose=False),
     "my_attention": lambda fn: check_attention(fn, verbose=False),
     "combined_mask": lambda fn: check_combined_mask(fn, verbose=False),
     "decode_step": lambda fn: check_decode_step(fn, verbose=False),
