@@ -3,10 +3,11 @@
     python -m course graded grade 02_scaling [--root DIR]
 
 Reads DIR/submitted/<student>/<assignment>/ (nbgrader's layout; ``nbgrader collect`` puts
-them there on a hub), sets aside each file that is not a readable notebook (renamed
-``<name>.not-a-notebook``, so that nbgrader grades it as missing, 0 points, instead of
-failing on it) with a one-line reason in DIR/feedback/<student>/<assignment>/, puts a
-notebook whose cells were moved or deleted back in the release's order (`reorder`), runs
+them there on a hub), sets aside each file that is not a readable notebook (kept as
+``<name>.not-a-notebook``, the untouched release graded in its place, 0 points, where
+nbgrader would fail on it), puts a notebook whose cells were moved or deleted back in the
+release's order (`reorder`), each with a one-line note in
+DIR/feedback/<student>/<assignment>/<name>.txt, runs
 ``nbgrader autograde`` (a deleted or moved test cell is put back: nbgrader_config.py) and
 ``nbgrader generate_feedback``, and prints each student's score. Exit status: 0, or 1 when
 nbgrader itself failed.
@@ -15,6 +16,7 @@ nbgrader itself failed.
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -36,11 +38,13 @@ def not_a_notebook(path: Path) -> str:
     return ""
 
 
-def set_aside(root: Path, assignment: str) -> list[str]:
-    """Rename every submitted file of ``assignment`` that is not a notebook, write why in the
-    student's feedback folder, put moved cells back in order (`reorder`); return what was
-    done, one message per submission."""
-    messages = []
+def set_aside(root: Path, assignment: str) -> dict[Path, str]:
+    """Prepare every submission of ``assignment`` for nbgrader: a file that is not a
+    notebook is kept as ``<name>.not-a-notebook`` and the untouched release graded in its
+    place (0 points, in the gradebook, where nbgrader would fail on it); a notebook with
+    moved or deleted cells is put back in order (`reorder`). Returns, for each submission
+    it changed, one line saying what and why."""
+    said = {}
     for path in sorted((root / "submitted").glob(f"*/{assignment}/*.ipynb")):
         student = path.parents[1].name
         reason = not_a_notebook(path)
@@ -48,15 +52,23 @@ def set_aside(root: Path, assignment: str) -> list[str]:
         if not reason:
             moved = reorder(path, release) if release.exists() else ""
             if moved:
-                messages.append(f"{student}: {moved}")
+                said[path] = f"{student}: {moved}"
             continue
         path.rename(path.with_name(path.name + SET_ASIDE))
-        message = f"{student}: {reason}; graded as missing, 0 points"
-        note = root / "feedback" / student / assignment / f"{path.stem}.txt"
+        if release.exists():
+            shutil.copy(release, path)
+        kept = f"kept as {path.name}{SET_ASIDE}, graded as unanswered (0)"
+        said[path] = f"{student}: {reason}; {kept}"
+    return said
+
+
+def _notes(root: Path, assignment: str, said: dict[Path, str]) -> None:
+    """Each message beside the learner's feedback, feedback/<student>/<a>/<name>.txt (after
+    nbgrader's generate_feedback, which empties that folder)."""
+    for path, message in said.items():
+        note = root / "feedback" / path.parents[1].name / assignment / f"{path.stem}.txt"
         note.parent.mkdir(parents=True, exist_ok=True)
         note.write_text(message + "\n")
-        messages.append(message)
-    return messages
 
 
 def _grade_id(cell) -> str | None:
@@ -105,7 +117,10 @@ def scores(root: Path, assignment: str) -> dict[str, tuple[float, float]]:
 
 
 def grade(root: Path, assignment: str) -> int:
-    for message in set_aside(root, assignment):
+    """Grade ``assignment``'s submissions under ``root``; print what was set aside or put back
+    in order, and each student's score. 0, or 1 when one of nbgrader's steps failed."""
+    said = set_aside(root, assignment)
+    for message in said.values():
         print(message)
     status = 0
     # generate_assignment first: it records the assignment in this folder's gradebook
@@ -128,6 +143,7 @@ def grade(root: Path, assignment: str) -> int:
             check=False,
         )
         status = status or done.returncode
+    _notes(root, assignment, said)
     for student, (score, most) in sorted(scores(root, assignment).items()):
         print(f"{student}: {score:g} of {most:g}")
     return 1 if status else 0

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -219,7 +218,7 @@ def _scores(root: Path, assignment: str) -> dict[str, dict[str, float]]:
                 g.name.removesuffix("_test"): g.score
                 for g in gradebook.find_submission_notebook(assignment, assignment, student).grades
             }
-            for student in ("course", "untouched", "odd", "even", "shuffled")
+            for student in ("course", "untouched", "odd", "even", "shuffled", "junk")
         }
 
 
@@ -257,12 +256,10 @@ def test_nbgrader_grades_real_submissions(
     points = POINTS[assignment]
     assert scores["course"] == points
     assert scores["untouched"] == dict.fromkeys(points, 0)
-    assert "junk" not in {
-        s for s, _ in (ln.split(":", 1) for ln in said.splitlines() if " of " in ln and ":" in ln)
-    }  # no score: set aside
-    assert "junk: " in said and "is not a Jupyter notebook" in said
+    assert scores["junk"] == dict.fromkeys(points, 0)
+    assert f"junk: {assignment}.ipynb is not a Jupyter notebook (" in said
     note = root / "feedback" / "junk" / assignment / f"{assignment}.txt"
-    assert "graded as missing, 0 points" in note.read_text()
+    assert "graded as unanswered (0)" in note.read_text()
     for student, parity in (("odd", 1), ("even", 0)):
         for i, name in enumerate(names):
             wrong = i % 2 == parity
@@ -279,11 +276,13 @@ def test_nbgrader_grades_real_submissions(
         assert "you divided by √64, the model width; each head is 16 wide: divide by √16" in output
     # moved cells are put back in order, the deleted test cell too; the deleted answer is a stub
     assert "shuffled: " in said and "had cells moved or deleted" in said
+    note = root / "feedback" / "shuffled" / assignment / f"{assignment}.txt"
+    assert f"missing, taken from the release: {first}, {last}_test" in note.read_text()
     assert scores["shuffled"][first] == 0
     assert "Your function is not written yet" in _test_output(root, "shuffled", assignment, first)
     assert scores["shuffled"] == {**points, first: 0}
     for student in ("course", "untouched", "odd", "shuffled"):
         assert (root / "feedback" / student / assignment / f"{assignment}.html").exists()
-    assert os.listdir(root / "submitted" / "junk" / assignment) == [
-        f"{assignment}.ipynb{grader.SET_ASIDE}"
-    ]
+    kept = root / "submitted" / "junk" / assignment / f"{assignment}.ipynb{grader.SET_ASIDE}"
+    assert kept.read_text() == "my answers are in the email I sent you"
+    assert f"junk: 0 of {sum(points.values())}" in said

@@ -3,7 +3,8 @@
 Each checker runs the learner's function on seeded cases against the
 library's reference and prints a report in the learner's terms (which
 mistake it looks like, on which rows); the solutions wait here, off the
-page, for a solution gate to show after an attempt.
+page, for a solution gate to show after an attempt (where installed: a graded
+class's install has none).
 
 Notebook 02 (the reference call, in numpy):
 
@@ -26,7 +27,10 @@ Notebook 07 (FlashAttention, built by hand):
 
     base            what every checker shares: the report, running the learner's code,
                     one tolerance
-    solutions       every exercise's solution and explanation
+    feedback        a report as the learner reads it; a check that never raises
+    grading         the graded edition's checks by exercise name (teachers/graded)
+    solutions       every exercise's solution and explanation, read from `answers`
+                    (a graded class's install leaves that one module out)
 
 Importing this package imports neither torch nor triton.
 """
