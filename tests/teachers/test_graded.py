@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -286,3 +287,20 @@ def test_nbgrader_grades_real_submissions(
     kept = root / "submitted" / "junk" / assignment / f"{assignment}.ipynb{grader.SET_ASIDE}"
     assert kept.read_text() == "my answers are in the email I sent you"
     assert f"junk: 0 of {sum(points.values())}" in said
+
+
+def test_the_learners_lab_does_not_load_nbgrader() -> None:
+    """The teach extra is in the course's environment; the course's JupyterLab (make lab,
+    with jupyter/ first on JUPYTER_CONFIG_PATH) lists nbgrader's extension as disabled."""
+    jupyter = Path(sys.executable).parent / "jupyter"
+    root = FOLDER.parents[1]
+    env = {**os.environ, "JUPYTER_CONFIG_PATH": str(root / "jupyter"), "NO_COLOR": "1"}
+    listed = subprocess.run(
+        [str(jupyter), "labextension", "list"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    lines = [ln for ln in (listed.stdout + listed.stderr).splitlines() if "nbgrader v" in ln]
+    assert lines and all("disabled" in ln for ln in lines), lines

@@ -4,7 +4,7 @@ The checkers (`attention_lib.lessons.exercises`) run a learner's function on
 seeded cases, compare with the library's reference, and report in the
 learner's terms: one `CaseResult` per case, gathered in a `CheckReport`,
 which notebook 02's and 07's solution gates and
-`attention_lib.lessons.exercises.gate.feedback` read; an untouched starter (it
+`attention_lib.lessons.exercises.feedback.feedback` read; an untouched starter (it
 raises NotImplementedError) reads as one question, not a page of failures.
 A `Solution` is an exercise's answer, kept off the page until the learner
 has tried.
@@ -210,7 +210,7 @@ class CheckReport:
 
     Subclasses name what a passing case agrees with (``SUBJECT``) and what
     the starter asks while the function is not written yet (``QUESTION``,
-    read by `attention_lib.lessons.exercises.gate.feedback`).
+    read by `attention_lib.lessons.exercises.feedback.feedback`).
     """
 
     cases: tuple[CaseResult, ...]
