@@ -85,8 +85,12 @@ ASSIGNMENTS = (
     ),
 )
 
-#: prose about the course's hint and solution gates, which a graded edition has not
-_GATE_WORDS = re.compile(r"Show hint|solution stays hidden|solution waits|hints", re.IGNORECASE)
+#: prose about what a graded edition has not: the course's hint and solution gates, and
+#: starters that run as they stand (its answers start as nbgrader's stub)
+_GATE_WORDS = re.compile(
+    r"Show hint|solution stays hidden|solution waits|hints|starter below|starter cell",
+    re.IGNORECASE,
+)
 
 
 def _nbgrader(grade_id: str, *, solution=False, grade=False, locked=False, points=None) -> dict:
@@ -111,8 +115,20 @@ def _cell(kind: str, source: str, grade_id: str, **nbgrader) -> nbformat.Noteboo
 
 
 def _prose(source: str) -> str:
-    """A course markdown cell without its paragraphs about hints and the solution gate."""
-    kept = [p for p in source.split("\n\n") if not _GATE_WORDS.search(p)]
+    """A course markdown cell without its sentences about hints and the solution gate."""
+    kept = []
+    for paragraph in source.split("\n\n"):
+        if _GATE_WORDS.search(paragraph):
+            # sentences and the whitespace before each: [s0, sep1, s1, sep2, s2, ...]
+            parts = re.split(r"(?<=[.!?])(\s+)(?=[A-Z*(])", paragraph)
+            seps, sentences = ["", *parts[1::2]], parts[0::2]
+            paragraph = "".join(
+                (sep if i else "") + sentence
+                for i, (sep, sentence) in enumerate(zip(seps, sentences, strict=True))
+                if not _GATE_WORDS.search(sentence)
+            ).strip()
+        if paragraph:
+            kept.append(paragraph)
     return "\n\n".join(kept)
 
 
