@@ -7,6 +7,7 @@ python -m course install        # only make or update .venv
 python -m course serve [ARGS]   # JupyterLab alone, in the running environment
 python -m course colab [--check]   # the notebooks' Colab set-up cells and the README's links
 python -m course site [--out DIR]  # the static site of the executed course
+python -m course hub install|start|learners|link ...  # a class's JupyterHub (as root; README)
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from . import environment
 from .paths import REPO
 
 #: make test's pytest arguments: two workers, each file's tests on one (see the Makefile);
-#: the soak and the fresh installs are left to make test-soak and make test-install
-PYTEST_ARGS = ["-n", "2", "--dist", "loadfile", "-m", "not soak and not install"]
+#: the soak, the fresh installs and the class's hub are left to make test-soak,
+#: make test-install and make test-hub
+PYTEST_ARGS = ["-n", "2", "--dist", "loadfile", "-m", "not soak and not install and not hub"]
 
 
 def _in_venv(python: os.PathLike, args: list[str]) -> int:
@@ -78,6 +80,10 @@ def main(argv: list[str]) -> int:
         from .colab import main as colab
 
         return colab(args)
+    if command == "hub":  # any Python 3: the hub's own environment is made under /opt
+        from .hub import main as hub
+
+        return hub(args)
     if command == "site":
         from .site import main as site
 

@@ -139,7 +139,7 @@ def test_pytest_args_replace_the_default_only_when_given(monkeypatch, value, exp
     else:
         monkeypatch.setenv("PYTEST_ARGS", value)
     assert pytest_arguments() == (expected or PYTEST_ARGS)
-    assert "not soak and not install" in PYTEST_ARGS, "the soak and fresh installs run apart"
+    assert "not soak and not install and not hub" in PYTEST_ARGS, "soak, installs, hub apart"
 
 
 def test_python_m_course_test_runs_without_make(tmp_path):
