@@ -76,7 +76,7 @@ test-install: test-runtime-only $(STAMP)
 # and npm, then cached by a stamp keyed on the pins); CI runs it.
 test-hub: $(STAMP)
 	$(PYTHON) -m course hub install
-	$(BIN)/python -m pytest -p no:cacheprovider -m hub tests/browser/test_hub.py
+	$(BIN)/python -m pytest -p no:cacheprovider -m hub tests/browser/test_hub.py -v
 
 # The hub for a class, on 127.0.0.1:8000 (python -m course hub start --help for more).
 hub:

@@ -124,7 +124,8 @@ class Hub:
 
 
 def request(method: str, url: str, token: str | None = None, body: Any = None) -> tuple[int, Any]:
-    """One HTTP request with no proxy and no redirects followed; (status, JSON or text)."""
+    """One HTTP request with no proxy and no redirects followed; (status, JSON or text, or
+    for a redirect where it leads)."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method)
     if token:
@@ -140,6 +141,8 @@ def request(method: str, url: str, token: str | None = None, body: Any = None) -
             status, raw = response.status, response.read()
     except urllib.error.HTTPError as error:
         status, raw = error.code, error.read()
+        if 300 <= status < 400:  # not followed: where it leads is the answer
+            return status, error.headers.get("Location", "")
     try:
         return status, json.loads(raw)
     except ValueError:
