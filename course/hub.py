@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import pwd
 import re
 import shutil
 import subprocess
@@ -146,6 +145,8 @@ def install(prefix: Path = PREFIX, *, force: bool = False) -> Path:
 
 def add_learner(name: str) -> Path:
     """A system user ``name`` with a home of their own that no one else may read; its path."""
+    import pwd  # POSIX only, like useradd: imported here so the other commands load anywhere
+
     _require_root("learners add")
     if not _NAME.fullmatch(name):
         raise ValueError(f"learner name {name!r}: use lowercase letters, digits, - and _")
@@ -161,6 +162,8 @@ def add_learner(name: str) -> Path:
 def remove_learner(name: str) -> None:
     """Remove user ``name`` and their home (``userdel -r``); nothing if there is no such user.
     Their processes are ended first (userdel refuses a user who is logged in)."""
+    import pwd
+
     _require_root("learners remove")
     try:
         pwd.getpwnam(name)
@@ -195,7 +198,8 @@ def pull_link(
 
 def course_folder(repo: str) -> str:
     """The folder nbgitpuller makes in a learner's home: the repository's name."""
-    name = repo.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
+    path = urllib.parse.urlparse(repo).path  # a plain path is all path
+    name = path.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
     if not name:
         raise ValueError(f"repository address {repo!r} names no repository")
     return name

@@ -10,6 +10,7 @@ and the fault tests start it here.
 - `log_in`: a learner's own browser context, logged in through the hub's login form
   (cookies and all), waiting until their server has started and the page they land on
   (the course's nbgitpuller link) has opened JupyterLab.
+- `Hub.processes`: a learner's server and kernels, as psutil sees them.
 - `LearnerServer`: a learner's server as `NotebookPage.open` takes it (its URL under
   ``/user/<name>``; the context's cookies authenticate, no token).
 - `course_remote`: the course as committed, in a bare git repository served by
@@ -22,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pwd
 import secrets
 import shutil
 import signal
@@ -99,6 +99,15 @@ class Hub:
     def log_tail(self, chars: int = 4000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:]
 
+    def processes(self, name: str) -> list[Any]:
+        """Learner ``name``'s processes now (their server and kernels), as psutil.Process:
+        what the class-load benchmark measures and the fault tests kill."""
+        import psutil  # a runtime requirement of the course, imported where it is needed
+        import pwd
+
+        uid = pwd.getpwnam(name).pw_uid
+        return [p for p in psutil.process_iter(["uids"]) if p.info["uids"].real == uid]
+
     def api(
         self, method: str, path: str, token: str | None = "admin", body: Any = None
     ) -> tuple[int, Any]:
@@ -157,13 +166,15 @@ def start_hub(
     repo: str | None = None,
     branch: str = "main",
     cull_timeout: int = 3600,
+    settings: dict[str, str] | None = None,
     timeout: float = 180.0,
 ) -> Hub:
     """Install the environment if its stamp is stale (minutes, once), make the learners'
     users, and start the course's hub on a free 127.0.0.1 port; wait until it answers.
 
     ``repo``: the course repository the learners' landing link pulls (None: pyproject's,
-    on GitHub; the tests pass `course_remote`'s). Raises RuntimeError with the log's tail
+    on GitHub; the tests pass `course_remote`'s). ``settings``: more ``COURSE_HUB_*``
+    variables for jupyterhub_config.py, over these. Raises RuntimeError with the log's tail
     if the hub exits or does not answer within ``timeout`` seconds; what was made is
     cleaned up first.
     """
@@ -181,6 +192,8 @@ def start_hub(
         admin_token=secrets.token_hex(24),
         learners=learners,
     )
+    import pwd  # POSIX only, as the hub is
+
     for name in learners:
         try:
             pwd.getpwnam(name)
@@ -198,6 +211,7 @@ def start_hub(
         COURSE_HUB_CULL_TIMEOUT=str(cull_timeout),
         COURSE_HUB_TEST_TOKEN=hub.admin_token,
     )
+    env.update(settings or {})
     env.pop("JUPYTER_CONFIG_PATH", None)
     hub.proc = spawn_logged(course_hub.hub_command(), state, env, hub.log_path)
     deadline = time.monotonic() + timeout
