@@ -102,8 +102,9 @@ class Hub:
     def processes(self, name: str) -> list[Any]:
         """Learner ``name``'s processes now (their server and kernels), as psutil.Process:
         what the class-load benchmark measures and the fault tests kill."""
-        import psutil  # a runtime requirement of the course, imported where it is needed
         import pwd
+
+        import psutil  # a runtime requirement of the course, imported where it is needed
 
         uid = pwd.getpwnam(name).pw_uid
         return [p for p in psutil.process_iter(["uids"]) if p.info["uids"].real == uid]
