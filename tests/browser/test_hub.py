@@ -106,10 +106,19 @@ def tree_digest(folder: Path) -> dict[str, str]:
 # -- the hub ------------------------------------------------------------------------------
 
 
-def test_the_link_brought_the_course_home(hub, learners):
+def test_each_learner_lands_on_the_course_with_its_lab_settings(hub, learners):
+    overrides = json.loads(
+        (labdriver.REPO / "jupyter" / "labconfig" / "default_setting_overrides.json").read_text()
+    )
+    tracker = "@jupyterlab/notebook-extension:tracker"
     for name in (ADA, BOB):
         course = home(name) / COURSE
         assert (course / "notebooks" / QUICK).is_file(), f"{name}: no course in {course}"
+        answer = learners[name].request.get(f"{hub.server(name).url}/lab/api/settings/{tracker}")
+        assert answer.status == 200, answer.status
+        defaults = {k: v.get("default") for k, v in answer.json()["schema"]["properties"].items()}
+        wanted = overrides[tracker]
+        assert {k: defaults[k] for k in wanted} == wanted, f"{name}: course settings not applied"
 
 
 @pytest.mark.parametrize("name", [ADA, BOB])
