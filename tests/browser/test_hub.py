@@ -155,7 +155,12 @@ def test_a_learner_cannot_reach_another_learners_server_files_or_api(hub, learne
         with_cookies = ada.request.get(url).status  # redirects followed, to the hub's answer
         with_token = hubdriver.request("GET", url, token)[0]
         refused[url] = (with_cookies, with_token)
-    for method, path in [("POST", f"/users/{BOB}/server"), ("DELETE", f"/users/{BOB}/server")]:
+    for method, path in [
+        ("POST", f"/users/{BOB}/server"),
+        ("DELETE", f"/users/{BOB}/server"),
+        ("POST", f"/users/{BOB}/tokens"),
+        ("GET", f"/users/{BOB}/tokens"),
+    ]:
         refused[f"{method} {path}"] = (None, hub.api(method, path, token)[0])
     allowed = {u: codes for u, codes in refused.items() if not set(codes) <= {None, 403, 404}}
     assert allowed == {}, f"{ADA} reached {BOB}'s: {allowed}"
@@ -180,6 +185,13 @@ def test_only_the_teacher_is_an_admin(hub):
     status, users = hub.api("GET", "/users")
     assert status == 200
     assert {u["name"]: u["admin"] for u in users} == {"teacher": True, ADA: False, BOB: False}
+
+
+def test_the_idle_culler_runs_as_a_hub_service(hub):
+    status, service = hub.api("GET", "/services/idle-culler")
+    assert status == 200 and service["pid"], service
+    command = psutil.Process(service["pid"]).cmdline()
+    assert "jupyterhub_idle_culler" in command and "--timeout=3600" in command, command
 
 
 def test_everything_listens_on_localhost_only(hub, learners):
