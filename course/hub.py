@@ -16,7 +16,8 @@ The shape is The Littlest JupyterHub's, on this course's environment:
   which each learner's server puts on ``JUPYTER_CONFIG_PATH``, as ``make lab`` does.
   A stamp keyed on the pins and the course's sources skips all of it when nothing changed.
 - ``learners add NAME...`` / ``learners remove NAME...``: system users (``useradd``,
-  home mode 700; ``userdel -r``), one server and one home each.
+  home mode 700, in the group ``attention-learners``; ``userdel -r``), one server and one
+  home each.
 - ``start``: the hub, with teachers/hub/jupyterhub_config.py; its settings are
   ``COURSE_HUB_*`` environment variables (see that file), the course's nbgitpuller link
   the page each learner lands on.
@@ -56,6 +57,9 @@ PREFIX = Path(os.environ.get("COURSE_HUB_PREFIX", "/opt/attention-course"))
 CONFIG = REPO / "teachers" / "hub" / "jupyterhub_config.py"
 #: the Python the learners' environment is made from: outside /root, runnable by everyone
 BASE_PYTHON = "/usr/bin/python3"
+#: the system group of the class: `add_learner` puts each learner in it, and a hub started
+#: without a list of learners lets in its members alone (jupyterhub_config.py)
+LEARNERS_GROUP = "attention-learners"
 #: the notebook a learner lands on, relative to the course's folder in their home
 START_NOTEBOOK = "notebooks/00_start_here.ipynb"
 #: a learner's name: what useradd accepts and nothing a shell or a URL would bend
@@ -144,16 +148,23 @@ def install(prefix: Path = PREFIX, *, force: bool = False) -> Path:
 
 
 def add_learner(name: str) -> Path:
-    """A system user ``name`` with a home of their own that no one else may read; its path."""
+    """A system user ``name``, in the class's group, with a home of their own that no one else
+    may read; its path."""
     import pwd  # POSIX only, like useradd: imported here so the other commands load anywhere
 
     _require_root("learners add")
     if not _NAME.fullmatch(name):
         raise ValueError(f"learner name {name!r}: use lowercase letters, digits, - and _")
+    subprocess.run(["groupadd", "--force", LEARNERS_GROUP], check=True)
     try:
         pwd.getpwnam(name)
     except KeyError:
-        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], check=True)
+        subprocess.run(
+            ["useradd", "--create-home", "--shell", "/bin/bash", "--groups", LEARNERS_GROUP, name],
+            check=True,
+        )
+    else:
+        subprocess.run(["usermod", "--append", "--groups", LEARNERS_GROUP, name], check=True)
     home = Path(pwd.getpwnam(name).pw_dir)
     os.chmod(home, 0o700)  # Debian's useradd leaves homes readable by all (UMASK 022)
     return home

@@ -88,6 +88,7 @@ class Hub:
     admin_token: str  # the "course-tests" service's, with the admin role
     learners: list[str] = field(default_factory=list)
     made_users: list[str] = field(default_factory=list)  # removed by stop
+    made_group: bool = False  # the class's group did not exist before: removed by stop
 
     @property
     def url(self) -> str:
@@ -131,6 +132,9 @@ class Hub:
         for name in self.made_users:
             course_hub.remove_learner(name)
         self.made_users.clear()
+        if self.made_group:
+            subprocess.run(["groupdel", course_hub.LEARNERS_GROUP], check=False)
+            self.made_group = False
 
 
 def request(method: str, url: str, token: str | None = None, body: Any = None) -> tuple[int, Any]:
@@ -193,8 +197,13 @@ def start_hub(
         admin_token=secrets.token_hex(24),
         learners=learners,
     )
-    import pwd  # POSIX only, as the hub is
+    import grp  # POSIX only, as the hub is
+    import pwd
 
+    try:
+        grp.getgrnam(course_hub.LEARNERS_GROUP)
+    except KeyError:
+        hub.made_group = True
     for name in learners:
         try:
             pwd.getpwnam(name)

@@ -7,8 +7,9 @@
 #   COURSE_HUB_STATE         the hub's database and cookie secret (root's alone)
 #   COURSE_HUB_IP, _PORT     where the hub listens (127.0.0.1:8000 unless told)
 #   COURSE_HUB_ADMINS        comma-separated admin users: the teacher (default "teacher")
-#   COURSE_HUB_LEARNERS      comma-separated allowed learners; empty: any user the
-#                            authenticator accepts
+#   COURSE_HUB_LEARNERS      comma-separated allowed learners; empty: the members of the
+#                            group COURSE_HUB_GROUP (attention-learners: `learners add`
+#                            puts each learner in it), with PAM
 #   COURSE_HUB_AUTH          "pam" (default: the system users' own passwords) or "dummy"
 #                            (tests only: one shared password, COURSE_HUB_DUMMY_PASSWORD)
 #   COURSE_HUB_DEFAULT_URL   where a learner lands: the course's nbgitpuller link
@@ -61,8 +62,12 @@ c.Authenticator.admin_users = names("COURSE_HUB_ADMINS", "teacher")
 learners = names("COURSE_HUB_LEARNERS")
 if learners:
     c.Authenticator.allowed_users = learners
+elif auth == "pam":
+    # the class: the users `python -m course hub learners add` made (never root, or any
+    # other account of the machine)
+    c.LocalAuthenticator.allowed_groups = {env("COURSE_HUB_GROUP", "attention-learners")}
 else:
-    c.Authenticator.allow_all = True  # every user the authenticator accepts
+    sys.exit("COURSE_HUB_LEARNERS must list the learners when COURSE_HUB_AUTH is not pam")
 c.Authenticator.allow_existing_users = False  # the list above is the class, nothing more
 
 # -- each learner's server: their own system user, home and JupyterLab -----------------

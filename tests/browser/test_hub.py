@@ -13,7 +13,10 @@ logs in through the hub's login form and lands, through the course's nbgitpuller
   admin; everything listens on 127.0.0.1; homes are the learner's own (mode 700);
 - updates: the link again after a course commit brings the new 05 and keeps the learner's
   saved 02 work; a deleted notebook comes back; a malformed link or a missing branch says
-  so and changes nothing.
+  so and changes nothing;
+- the teacher's own command, ``python -m course hub start``, with PAM: a learner of the
+  class logs in with their password; a wrong password, and a system user outside the
+  class, do not.
 
 Run as root by ``make test-hub`` (not ``make test``: a few minutes); skips, saying why,
 when not root or without Chromium, npm or git.
@@ -23,8 +26,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import subprocess
+import sys
 import tempfile
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -41,6 +48,7 @@ from labdriver import hub as hubdriver
 pytestmark = [pytest.mark.hub, pytest.mark.slow]
 
 ADA, BOB = "hubtest-ada", "hubtest-bob"
+OUTSIDER = "hubtest-outsider"  # a system user who is not in the class
 COURSE = "attention-course"  # the folder nbgitpuller makes: the repository's name
 NOTEBOOKS = f"{COURSE}/notebooks/"
 EXERCISE_NB = "02_developer_scaling.ipynb"
@@ -383,3 +391,64 @@ def test_a_bad_link_says_so_and_changes_nothing(change, outcome, message, hub, l
     after = tree_digest(home(ADA))
     changed = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
     assert {p for p in changed if not p.startswith(".")} == set(), changed
+
+
+# -- the teacher's own command, with PAM ----------------------------------------------------
+
+
+def test_the_teachers_command_starts_a_hub_that_lets_in_the_class_alone(ready, chromium):
+    """``python -m course hub start`` as the README says, with its default authenticator
+    (PAM: the system users' own passwords, the class's group alone)."""
+    name, password = "hubtest-pam", "Pam-pass-42"
+    for user in (name, OUTSIDER):  # left by a run that was killed before it could clean up
+        course_hub.remove_learner(user)
+    state = Path(tempfile.mkdtemp(prefix="hub-pam-"))
+    port = labdriver.free_port()
+    made_group = subprocess.run(["getent", "group", course_hub.LEARNERS_GROUP]).returncode
+    course_hub.add_learner(name)
+    # a system user with a password who is not in the class's group
+    subprocess.run(["useradd", "--no-create-home", OUTSIDER], check=True)
+    passwords = f"{name}:{password}\n{OUTSIDER}:{password}\n"
+    subprocess.run(["chpasswd"], input=passwords, text=True, check=True)
+    command = [sys.executable, "-m", "course", "hub", "start", f"--port={port}"]
+    proc = labdriver.spawn_logged(
+        [*command, f"--state={state}"], labdriver.REPO, os.environ, state / "hub.log"
+    )
+    context = chromium.new_context()
+    try:
+        page = context.new_page()
+        page.set_default_timeout(OPEN_TIMEOUT_MS)
+        url = f"http://127.0.0.1:{port}/hub/login"
+        for _ in range(240):
+            assert proc.poll() is None, (state / "hub.log").read_text()[-3000:]
+            if _answers(url):
+                break
+            time.sleep(0.5)
+        tries = {}
+        for user, secret in [(OUTSIDER, password), (name, "wrong"), (name, password)]:
+            page.goto(url)
+            page.fill("#username_input", user)
+            page.fill("#password_input", secret)
+            page.click("#login_submit")
+            page.wait_for_load_state("domcontentloaded")
+            tries[user, secret] = "/hub/login" not in page.url
+        assert tries == {
+            (OUTSIDER, password): False,
+            (name, "wrong"): False,
+            (name, password): True,
+        }
+    finally:
+        context.close()
+        labdriver.LabServer(proc, port, None, state / "hub.log").stop(timeout=60)
+        course_hub.remove_learner(name)
+        subprocess.run(["userdel", OUTSIDER], check=False)
+        if made_group:
+            subprocess.run(["groupdel", course_hub.LEARNERS_GROUP], check=False)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return hubdriver.request("GET", url)[0] == 200
+    except OSError:
+        return False
