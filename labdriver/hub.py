@@ -49,6 +49,7 @@ __all__ = [
     "LearnerServer",
     "course_remote",
     "hub_missing",
+    "local_ports",
     "log_in",
     "running_hub",
     "start_hub",
@@ -129,12 +130,27 @@ class Hub:
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(5)
+        # the proxy runs in a session of its own; a hub that failed to start leaves it
+        with contextlib.suppress(OSError, ValueError):
+            pid = int((self.state / "jupyterhub-proxy.pid").read_text())
+            if "configurable-http-proxy" in " ".join(_cmdline(pid)):
+                os.kill(pid, signal.SIGKILL)
         for name in self.made_users:
             course_hub.remove_learner(name)
         self.made_users.clear()
         if self.made_group:
             subprocess.run(["groupdel", course_hub.LEARNERS_GROUP], check=False)
             self.made_group = False
+
+
+def _cmdline(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+
+
+def local_ports() -> dict[str, str]:
+    """Free ports for the hub's own API and the proxy's (jupyterhub_config.py's
+    ``COURSE_HUB_HUB_PORT`` and ``COURSE_HUB_PROXY_API_PORT``): two hubs may run at once."""
+    return {"COURSE_HUB_HUB_PORT": str(free_port()), "COURSE_HUB_PROXY_API_PORT": str(free_port())}
 
 
 def request(method: str, url: str, token: str | None = None, body: Any = None) -> tuple[int, Any]:
@@ -220,6 +236,7 @@ def start_hub(
         COURSE_HUB_LEARNERS=",".join(learners),
         COURSE_HUB_CULL_TIMEOUT=str(cull_timeout),
         COURSE_HUB_TEST_TOKEN=hub.admin_token,
+        **local_ports(),
     )
     env.update(settings or {})
     env.pop("JUPYTER_CONFIG_PATH", None)

@@ -6,6 +6,8 @@
 #                            (/opt/attention-course): learners' servers and the hub run from it
 #   COURSE_HUB_STATE         the hub's database and cookie secret (root's alone)
 #   COURSE_HUB_IP, _PORT     where the hub listens (127.0.0.1:8000 unless told)
+#   COURSE_HUB_HUB_PORT, COURSE_HUB_PROXY_API_PORT   the hub's API and the proxy's, on
+#                            127.0.0.1 (8081 and 8001)
 #   COURSE_HUB_ADMINS        comma-separated admin users: the teacher (default "teacher")
 #   COURSE_HUB_LEARNERS      comma-separated allowed learners; empty: the members of the
 #                            group COURSE_HUB_GROUP (attention-learners: `learners add`
@@ -38,6 +40,10 @@ def names(variable, default=""):
 c.JupyterHub.ip = env("COURSE_HUB_IP", "127.0.0.1")
 c.JupyterHub.port = int(env("COURSE_HUB_PORT", "8000"))
 c.JupyterHub.hub_ip = "127.0.0.1"  # the hub's own API: the proxy and servers are local
+# the hub's and the proxy's own ports, on 127.0.0.1 (JupyterHub's 8081 and 8001 unless
+# told: two hubs on one machine, as in the tests, need others)
+c.JupyterHub.hub_port = int(env("COURSE_HUB_HUB_PORT", "8081"))
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{env('COURSE_HUB_PROXY_API_PORT', '8001')}"
 c.JupyterHub.db_url = f"sqlite:///{state / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(state / "jupyterhub_cookie_secret")
 c.ConfigurableHTTPProxy.command = [

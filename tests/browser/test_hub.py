@@ -411,16 +411,18 @@ def test_the_teachers_command_starts_a_hub_that_lets_in_the_class_alone(ready, c
     passwords = f"{name}:{password}\n{OUTSIDER}:{password}\n"
     subprocess.run(["chpasswd"], input=passwords, text=True, check=True)
     command = [sys.executable, "-m", "course", "hub", "start", f"--port={port}"]
+    env = dict(os.environ, **hubdriver.local_ports())  # beside the module's hub
     proc = labdriver.spawn_logged(
-        [*command, f"--state={state}"], labdriver.REPO, os.environ, state / "hub.log"
+        [*command, f"--state={state}"], labdriver.REPO, env, state / "hub.log"
     )
+    started = hubdriver.Hub(proc, port, state, state / "hub.log", password, "")
     context = chromium.new_context()
     try:
         page = context.new_page()
         page.set_default_timeout(OPEN_TIMEOUT_MS)
         url = f"http://127.0.0.1:{port}/hub/login"
         for _ in range(240):
-            assert proc.poll() is None, (state / "hub.log").read_text()[-3000:]
+            assert proc.poll() is None, started.log_tail()
             if _answers(url):
                 break
             time.sleep(0.5)
@@ -439,7 +441,7 @@ def test_the_teachers_command_starts_a_hub_that_lets_in_the_class_alone(ready, c
         }
     finally:
         context.close()
-        labdriver.LabServer(proc, port, None, state / "hub.log").stop(timeout=60)
+        started.stop()
         course_hub.remove_learner(name)
         subprocess.run(["userdel", OUTSIDER], check=False)
         if made_group:
