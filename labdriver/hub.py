@@ -30,6 +30,7 @@ import subprocess
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from .browser import chromium_missing
 from .page import OPEN_TIMEOUT_MS
 from .repo import REPO
 from .server import free_port, spawn_logged
+from .sources import js
 
 __all__ = [
     "CourseRemote",
@@ -265,10 +267,18 @@ def running_hub(workdir: Path, learners: Iterable[str], **kwargs: Any) -> Iterat
         hub.stop()
 
 
-def log_in(browser: Any, hub: Hub, name: str, viewport: tuple[int, int] = (1280, 800)) -> Any:
+def log_in(
+    browser: Any,
+    hub: Hub,
+    name: str,
+    viewport: tuple[int, int] = (1280, 800),
+    keep_kernel: bool = False,
+) -> Any:
     """A new browser context for learner ``name``, logged in through the hub's login form;
     returns the context once the page they land on shows JupyterLab (the landing link,
-    nbgitpuller's, has brought the course into their home first)."""
+    nbgitpuller's, has brought the course into their home first). The notebook it opens
+    (00_start_here) starts a kernel; unless ``keep_kernel`` it is shut down once up, so
+    that the learner's kernels are those of the notebooks the caller opens."""
     context = browser.new_context(
         viewport={"width": viewport[0], "height": viewport[1]}, device_scale_factor=1
     )
@@ -281,6 +291,10 @@ def log_in(browser: Any, hub: Hub, name: str, viewport: tuple[int, int] = (1280,
         page.click("#login_submit")
         page.wait_for_url(f"{hub.url}/user/{name}/lab**", timeout=OPEN_TIMEOUT_MS)
         page.wait_for_selector(".jp-LabShell", timeout=OPEN_TIMEOUT_MS)
+        landed = urllib.parse.unquote(page.url.partition("/lab/tree/")[2].split("?")[0])
+        if landed.endswith(".ipynb") and not keep_kernel:
+            page.wait_for_function(js("ready"), arg=landed, polling=250)
+            page.evaluate(js("shutdown"))
         page.close()
     except Exception:
         context.close()
