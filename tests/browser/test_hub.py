@@ -16,7 +16,7 @@ logs in through the hub's login form and lands, through the course's nbgitpuller
   so and changes nothing;
 - the teacher's own command, ``python -m course hub start``, with PAM: a learner of the
   class logs in with their password; a wrong password, and a system user outside the
-  class, do not.
+  class, do not; the learner's server, left idle, is stopped by the idle culler.
 
 Run as root by ``make test-hub`` (not ``make test``: a few minutes); skips, saying why,
 when not root or without Chromium, npm or git.
@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -49,6 +50,7 @@ pytestmark = [pytest.mark.hub, pytest.mark.slow]
 
 ADA, BOB = "hubtest-ada", "hubtest-bob"
 OUTSIDER = "hubtest-outsider"  # a system user who is not in the class
+CULL_S = 20  # the idle culler's timeout in the test of the teacher's command
 COURSE = "attention-course"  # the folder nbgitpuller makes: the repository's name
 NOTEBOOKS = f"{COURSE}/notebooks/"
 EXERCISE_NB = "02_developer_scaling.ipynb"
@@ -399,9 +401,10 @@ def test_a_bad_link_says_so_and_changes_nothing(change, outcome, message, hub, l
 # -- the teacher's own command, with PAM ----------------------------------------------------
 
 
-def test_the_teachers_command_starts_a_hub_that_lets_in_the_class_alone(ready, chromium):
+def test_the_teachers_command_lets_in_the_class_alone_and_culls_idle_servers(ready, chromium):
     """``python -m course hub start`` as the README says, with its default authenticator
-    (PAM: the system users' own passwords, the class's group alone)."""
+    (PAM: the system users' own passwords, the class's group alone), and its idle culler
+    (here after `CULL_S` seconds, not an hour)."""
     name, password = "hubtest-pam", "Pam-pass-42"
     for user in (name, OUTSIDER):  # left by a run that was killed before it could clean up
         course_hub.remove_learner(user)
@@ -414,11 +417,17 @@ def test_the_teachers_command_starts_a_hub_that_lets_in_the_class_alone(ready, c
     passwords = f"{name}:{password}\n{OUTSIDER}:{password}\n"
     subprocess.run(["chpasswd"], input=passwords, text=True, check=True)
     command = [sys.executable, "-m", "course", "hub", "start", f"--port={port}"]
-    env = dict(os.environ, **hubdriver.local_ports())  # beside the module's hub
+    token = secrets.token_hex(24)
+    env = dict(
+        os.environ,
+        **hubdriver.local_ports(),  # beside the module's hub
+        COURSE_HUB_CULL_TIMEOUT=str(CULL_S),
+        COURSE_HUB_TEST_TOKEN=token,  # to watch the learner's server through the hub's API
+    )
     proc = labdriver.spawn_logged(
         [*command, f"--state={state}"], labdriver.REPO, env, state / "hub.log"
     )
-    started = hubdriver.Hub(proc, port, state, state / "hub.log", password, "")
+    started = hubdriver.Hub(proc, port, state, state / "hub.log", password, token)
     context = chromium.new_context()
     try:
         page = context.new_page()
@@ -442,6 +451,10 @@ def test_the_teachers_command_starts_a_hub_that_lets_in_the_class_alone(ready, c
             (name, "wrong"): False,
             (name, password): True,
         }
+        # the learner's server starts; once they leave, the idle culler stops it
+        assert _server_becomes(started, name, lambda s: bool(s) and s["ready"]), "no server"
+        context.close()
+        assert _server_becomes(started, name, lambda s: s is None), "the idle server stayed"
     finally:
         context.close()
         started.stop()
@@ -450,6 +463,17 @@ def test_the_teachers_command_starts_a_hub_that_lets_in_the_class_alone(ready, c
         if made_group:
             subprocess.run(["groupdel", course_hub.LEARNERS_GROUP], check=False)
         shutil.rmtree(state, ignore_errors=True)
+
+
+def _server_becomes(hub, name: str, wanted, timeout: float = 180) -> bool:
+    """Poll the hub's API until learner ``name``'s server (None: none) is ``wanted``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, user = hub.api("GET", f"/users/{name}")
+        if status == 200 and wanted(user["servers"].get("")):
+            return True
+        time.sleep(1)
+    return False
 
 
 def _answers(url: str) -> bool:
