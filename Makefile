@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab reset test test-soak test-graded test-install test-runtime-only test-compile lint format notebooks bench clean bench-latency bench-memory gpu-check gpu-wheels model
+.PHONY: lab reset test test-soak test-graded test-install test-hub hub test-runtime-only test-compile lint format notebooks bench clean bench-latency bench-memory gpu-check gpu-wheels model
 
 # The environment, made and kept up to date by the course's own Python code (course/), the
 # same code as the make-free commands (python -m course lab, test: see the README).
@@ -80,6 +80,19 @@ test-graded: $(STAMP)
 # above, and Binder's own steps in a fresh venv (tests/project/test_binder.py); CI runs it.
 test-install: test-runtime-only $(STAMP)
 	$(BIN)/python -m pytest -p no:cacheprovider -m install tests/project
+
+# A class's JupyterHub (teachers/hub/, python -m course hub: see the README's teacher
+# section), tested as root with real system learners in Chromium: login, 01 run and moved,
+# one learner kept from another's server, files and API, course updates by nbgitpuller
+# with the learner's work kept. The first run builds /opt/attention-course (minutes of pip
+# and npm, then cached by a stamp keyed on the pins); CI runs it.
+test-hub: $(STAMP)
+	$(PYTHON) -m course hub install
+	$(BIN)/python -m pytest -p no:cacheprovider -m hub tests/browser/test_hub.py -v
+
+# The hub for a class, on 127.0.0.1:8000 (python -m course hub start --help for more).
+hub:
+	$(PYTHON) -m course hub start
 
 # The Triton compiles make test leaves to the front end: widths 16 and 32 whole to a cubin
 # for sm_80 and sm_90, width 16 for sm_75, sm_86 and sm_89, each against its shared memory

@@ -8,6 +8,7 @@ python -m course serve [ARGS]   # JupyterLab alone, in the running environment
 python -m course colab [--check]   # the notebooks' Colab set-up cells and the README's links
 python -m course site [--out DIR]  # the static site of the executed course
 python -m course graded [--check | grade A | strip]  # the graded edition (teachers/graded)
+python -m course hub install|start|learners|link ...  # a class's JupyterHub (as root; README)
 """
 
 from __future__ import annotations
@@ -20,9 +21,16 @@ from . import environment
 from .paths import REPO
 
 #: make test's pytest arguments: two workers, each file's tests on one (see the Makefile);
-#: the soak, the fresh installs and nbgrader's autograde are left to make test-soak,
-#: make test-install and make test-graded
-PYTEST_ARGS = ["-n", "2", "--dist", "loadfile", "-m", "not soak and not install and not grading"]
+#: the soak, the fresh installs, nbgrader's autograde and the class's hub are left to
+#: make test-soak, make test-install, make test-graded and make test-hub
+PYTEST_ARGS = [
+    "-n",
+    "2",
+    "--dist",
+    "loadfile",
+    "-m",
+    "not soak and not install and not grading and not hub",
+]
 
 
 def _in_venv(python: os.PathLike, args: list[str]) -> int:
@@ -81,6 +89,10 @@ def main(argv: list[str]) -> int:
         from .colab import main as colab
 
         return colab(args)
+    if command == "hub":  # any Python 3: the hub's own environment is made under /opt
+        from .hub import main as hub
+
+        return hub(args)
     if command == "site":
         from .site import main as site
 

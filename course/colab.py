@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from .paths import REPO
+from .project import pin as _pin
 from .project import repository, version
 
 __all__ = [
@@ -40,15 +41,6 @@ _NOTEBOOKS = REPO / "notebooks"
 _README = REPO / "README.md"
 _LINKS_START = "<!-- colab links: python -m course colab -->"
 _LINKS_END = "<!-- end of colab links -->"
-
-
-def _pin(name: str) -> str:
-    """pyproject.toml's pin of runtime requirement ``name`` (``name==x.y.z``)."""
-    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
-    found = re.search(rf'"({re.escape(name)}==[^";]+)"', text)
-    if not found:
-        raise LookupError(f"pyproject.toml pins no {name}")
-    return found.group(1)
 
 
 def install_command() -> list[str]:

@@ -7,7 +7,7 @@ from functools import cache
 
 from .paths import REPO
 
-__all__ = ["repository", "version"]
+__all__ = ["pin", "repository", "version"]
 
 
 @cache
@@ -31,3 +31,12 @@ def repository() -> tuple[str, str]:
     if not found:
         raise ValueError(f"pyproject.toml's Repository URL {url!r} is not a GitHub repository")
     return found.group(1), found.group(2)
+
+
+def pin(name: str) -> str:
+    """pyproject.toml's exact pin of requirement ``name`` (``name==x.y.z``), from any list."""
+    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    found = re.search(rf'"({re.escape(name)}==[^";]+)"', text)
+    if not found:
+        raise LookupError(f"pyproject.toml pins no {name}")
+    return found.group(1)

@@ -22,6 +22,10 @@ By job:
   what its explorers now hold (`NotebookPage.probe`, whose kernel side is
   ``kernel_probe.py``); `restart`, `restart_and_run_all`, `save_notebook`.
 - `views` (`widget_outputs`, `layout`, `pictures`, `frame_trace`): what the page shows.
+- `hub` (imported as ``labdriver.hub``, POSIX and root only): a class's JupyterHub with
+  system learners, each logged in through the hub in a browser context of their own
+  (`hub.running_hub`, `hub.log_in`, `hub.course_remote`), for the hub tests, the
+  class-load benchmark and the fault tests.
 - `sources`: the JavaScript the page runs, kept in ``js/*.js``, and the
   kernel's program, loaded from their files. `repo`: where the course is.
 

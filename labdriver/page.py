@@ -113,6 +113,7 @@ class NotebookPage:
     external_requests: list[str] = field(default_factory=list)
     run_seconds: float | None = None
     _probe_ready: bool = False
+    _own_context: bool = True  # close() closes it; False: the caller's (a hub learner's)
 
     @classmethod
     def open(
@@ -123,23 +124,29 @@ class NotebookPage:
         workspace: str,
         viewport: tuple[int, int] = (1280, 1000),
         ui: str = "lab",
+        context: Any = None,
     ) -> NotebookPage:
         """Open ``path`` (relative to the server root) in a new workspace; wait for its kernel.
 
         ``ui``: ``"lab"`` (JupyterLab) or ``"notebook"`` (Jupyter Notebook 7, one notebook
         a page). The page tracks the kernel's messages from then on (the waits of
-        `run_all`, `move` and `quiet` follow them).
+        `run_all`, `move` and `quiet` follow them). ``context``: a browser context to open
+        the page in (a hub learner's, logged in: ``server`` is then a
+        `labdriver.hub.LearnerServer`, with no token), left open by `close`; None: a new
+        one of its own at ``viewport``.
         """
-        context = browser.new_context(
-            viewport={"width": viewport[0], "height": viewport[1]}, device_scale_factor=1
-        )
+        own = context is None
+        if own:
+            context = browser.new_context(
+                viewport={"width": viewport[0], "height": viewport[1]}, device_scale_factor=1
+            )
         page = context.new_page()
-        self = cls(page, server, path)
+        self = cls(page, server, path, _own_context=own)
         page.on("request", self._watch_request)
         page.add_init_script(_INIT_JS)
         page.set_default_timeout(MOVE_TIMEOUT_MS)  # clicks and key presses on a loaded machine
         where = {"lab": f"lab/workspaces/{workspace}/tree", "notebook": "notebooks"}[ui]
-        url = f"{server.url}/{where}/{path}?token={server.token}"
+        url = f"{server.url}/{where}/{path}" + (f"?token={server.token}" if server.token else "")
         page.goto(url, wait_until="commit", timeout=OPEN_TIMEOUT_MS)  # then wait for the app
         page.wait_for_function(_JS_READY, arg=path, timeout=OPEN_TIMEOUT_MS, polling=250)
         page.evaluate(_JS_TRACK_KERNEL)
@@ -153,10 +160,13 @@ class NotebookPage:
             self.external_requests.append(url)
 
     def close(self) -> None:
-        """Shut the notebook's kernel down and close the page."""
+        """Shut the notebook's kernel down and close the page (and its context, if its own)."""
         with contextlib.suppress(Exception):
             self.page.evaluate(_JS_SHUTDOWN)
-        self.page.context.close()
+        if self._own_context:
+            self.page.context.close()
+        else:
+            self.page.close()
 
     # -- cells -----------------------------------------------------------------------------
     def run_all(self, timeout_s: float = 900) -> float:

@@ -62,9 +62,19 @@ def check_pictures(page, name: str, where: str) -> None:
 # -- plain JupyterLab and Notebook 7: the page driver's own waits ----------------------
 
 
-def run_in_notebook_ui(chromium, server, name: str, ui: str, where: str) -> None:
+def run_in_notebook_ui(
+    chromium, server, name: str, ui: str, where: str, *, folder: str = "", context=None
+) -> None:
+    """Run All, check the outputs and pictures, move a slider. ``folder``: where the notebook
+    is under the server's root; ``context``: a logged-in browser context (a hub learner's)."""
     page = labdriver.NotebookPage.open(
-        chromium, server, name, workspace=f"fe-{name[:2]}", viewport=(1280, 800), ui=ui
+        chromium,
+        server,
+        folder + name,
+        workspace=f"fe-{name[:2]}",
+        viewport=(1280, 800),
+        ui=ui,
+        context=context,
     )
     try:
         page.run_all()

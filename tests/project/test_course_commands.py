@@ -139,8 +139,8 @@ def test_pytest_args_replace_the_default_only_when_given(monkeypatch, value, exp
     else:
         monkeypatch.setenv("PYTEST_ARGS", value)
     assert pytest_arguments() == (expected or PYTEST_ARGS)
-    assert "not soak and not install and not grading" in PYTEST_ARGS, (
-        "the soak, the fresh installs and nbgrader's autograde run apart"
+    assert "not soak and not install and not grading and not hub" in PYTEST_ARGS, (
+        "the soak, the fresh installs, nbgrader's autograde and the hub run apart"
     )
 
 

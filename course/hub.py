@@ -1,0 +1,305 @@
+"""A class on one server: JupyterHub for the learners (``python -m course hub ...``, as root).
+
+The shape is The Littlest JupyterHub's, on this course's environment:
+
+- ``install``: the learners' environment in its own prefix (``/opt/attention-course``
+  unless ``COURSE_HUB_PREFIX`` says otherwise), made with Debian's ``/usr/bin/python3``:
+  a Python every user can run (the machine's default Python may live under ``/root``,
+  which a learner's server cannot enter). It holds the course with its pinned runtime
+  requirements (pyproject.toml; torch as the CPU build from Binder's index,
+  binder/requirements.txt) and the ``teach`` extra (JupyterHub, whose
+  ``jupyterhub-singleuser`` runs each learner's server, the idle culler, nbgitpuller).
+  The hub runs from the same environment: one set of pins, and the hub and the learners'
+  servers are the same JupyterHub version, as they must be. configurable-http-proxy
+  comes from npm (teachers/hub/package.json pins it) into ``<prefix>/proxy``. The
+  course's JupyterLab defaults (``jupyter/labconfig``) are copied to ``<prefix>/jupyter``,
+  which each learner's server puts on ``JUPYTER_CONFIG_PATH``, as ``make lab`` does.
+  A stamp keyed on the pins and the course's sources skips all of it when nothing changed.
+- ``learners add NAME...`` / ``learners remove NAME...``: system users (``useradd``,
+  home mode 700, in the group ``attention-learners``; ``userdel -r``), one server and one
+  home each.
+- ``start``: the hub, with teachers/hub/jupyterhub_config.py; its settings are
+  ``COURSE_HUB_*`` environment variables (see that file), the course's nbgitpuller link
+  the page each learner lands on.
+- ``link HUB_URL``: the nbgitpuller link that brings the course (and each update) into a
+  learner's home and opens 00_start_here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import urllib.parse
+from pathlib import Path
+
+from .paths import REPO
+from .project import pin, repository
+
+__all__ = [
+    "CONFIG",
+    "PREFIX",
+    "add_learner",
+    "hub_command",
+    "install",
+    "pull_link",
+    "remove_learner",
+    "stamp_key",
+]
+
+#: where the learners' environment, the proxy and the lab settings go
+PREFIX = Path(os.environ.get("COURSE_HUB_PREFIX", "/opt/attention-course"))
+#: the hub's configuration, read by ``jupyterhub -f``
+CONFIG = REPO / "teachers" / "hub" / "jupyterhub_config.py"
+#: the Python the learners' environment is made from: outside /root, runnable by everyone
+BASE_PYTHON = "/usr/bin/python3"
+#: the system group of the class: `add_learner` puts each learner in it, and a hub started
+#: without a list of learners lets in its members alone (jupyterhub_config.py)
+LEARNERS_GROUP = "attention-learners"
+#: the notebook a learner lands on, relative to the course's folder in their home
+START_NOTEBOOK = "notebooks/00_start_here.ipynb"
+#: a learner's name: what useradd accepts and nothing a shell or a URL would bend
+_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+
+
+def _pins() -> str:
+    """The text the environment is built from: the runtime pins, the teach extra, Binder's
+    CPU index, the proxy's pin."""
+    return "\n".join(
+        (REPO / name).read_text(encoding="utf-8")
+        for name in ("pyproject.toml", "binder/requirements.txt", "teachers/hub/package.json")
+    )
+
+
+def stamp_key() -> str:
+    """A hash of everything the installed environment is made from: the pins, the course's
+    importable sources (installed as a copy, not editable) and its lab settings."""
+    digest = hashlib.sha256(_pins().encode())
+    for top in ("attention_lib", "course", "jupyter"):
+        for path in sorted((REPO / top).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(REPO)).encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _torch_index() -> str:
+    """Binder's CPU-build index for torch (binder/requirements.txt: the one place it is
+    written): PyPI's Linux torch wheel is the CUDA build, several GB."""
+    text = (REPO / "binder" / "requirements.txt").read_text(encoding="utf-8")
+    found = re.search(r"^--extra-index-url\s+(\S+)", text, re.MULTILINE)
+    if not found:
+        raise LookupError("binder/requirements.txt names no --extra-index-url (torch's CPU build)")
+    return found.group(1)
+
+
+def _require_root(what: str) -> None:
+    if os.geteuid() != 0:
+        raise SystemExit(f"course hub {what}: must run as root (it makes users or writes /opt)")
+
+
+def install(prefix: Path = PREFIX, *, force: bool = False) -> Path:
+    """Make or update the environment under ``prefix`` (see the module's docstring);
+    returns its ``jupyterhub`` command. Does nothing when the stamp matches."""
+    _require_root("install")
+    user = prefix / "user"
+    stamp = prefix / ".installed"
+    key = stamp_key()
+    hub = user / "bin" / "jupyterhub"
+    proxy = prefix / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
+    if not force and stamp.exists() and stamp.read_text().strip() == key and proxy.exists():
+        return hub
+    if not Path(BASE_PYTHON).exists():
+        raise SystemExit(f"course hub install: {BASE_PYTHON} is missing (apt-get install python3)")
+    prefix.mkdir(parents=True, exist_ok=True)
+    os.chmod(prefix, 0o755)
+    if not (user / "bin" / "python").exists():
+        print(f"course hub: making {user} with {BASE_PYTHON}", file=sys.stderr)
+        subprocess.run([BASE_PYTHON, "-m", "venv", str(user)], check=True)
+    # A copy of the course, not an editable install: the repository may sit where learners
+    # cannot read (under /root), and their kernels import attention_lib from here.
+    had_build = (REPO / "build").exists()
+    pip = [str(user / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+    # torch first, alone with Binder's CPU index (one retry: a closed network answers fast)
+    subprocess.run(
+        [*pip, "--retries", "1", "--extra-index-url", _torch_index(), pin("torch")],
+        cwd=prefix, check=True,
+    )  # fmt: skip
+    subprocess.run([*pip, f"{REPO}[teach]"], cwd=prefix, check=True)
+    if not had_build:  # setuptools' build of the copy, made in the repository
+        shutil.rmtree(REPO / "build", ignore_errors=True)
+    proxy_dir = prefix / "proxy"
+    proxy_dir.mkdir(exist_ok=True)
+    shutil.copy2(REPO / "teachers" / "hub" / "package.json", proxy_dir / "package.json")
+    subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--omit=dev", "--prefix", str(proxy_dir)],
+        check=True,
+    )
+    settings = prefix / "jupyter"
+    shutil.rmtree(settings, ignore_errors=True)
+    shutil.copytree(REPO / "jupyter" / "labconfig", settings / "labconfig")
+    subprocess.run(["chmod", "-R", "a+rX", str(prefix)], check=True)
+    stamp.write_text(key + "\n")
+    return hub
+
+
+def add_learner(name: str) -> Path:
+    """A system user ``name``, in the class's group, with a home of their own that no one else
+    may read; its path."""
+    import pwd  # POSIX only, like useradd: imported here so the other commands load anywhere
+
+    _require_root("learners add")
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"learner name {name!r}: use lowercase letters, digits, - and _")
+    subprocess.run(["groupadd", "--force", LEARNERS_GROUP], check=True)
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--create-home", "--shell", "/bin/bash", "--groups", LEARNERS_GROUP, name],
+            check=True,
+        )
+    else:
+        subprocess.run(["usermod", "--append", "--groups", LEARNERS_GROUP, name], check=True)
+    home = Path(pwd.getpwnam(name).pw_dir)
+    os.chmod(home, 0o700)  # Debian's useradd leaves homes readable by all (UMASK 022)
+    return home
+
+
+def remove_learner(name: str) -> None:
+    """Remove user ``name`` and their home (``userdel -r``); nothing if there is no such user.
+    Their processes are ended first (userdel refuses a user who is logged in)."""
+    import pwd
+
+    _require_root("learners remove")
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return
+    subprocess.run(["pkill", "-KILL", "-u", name], check=False)
+    subprocess.run(["userdel", "--remove", name], check=True, stderr=subprocess.DEVNULL)
+
+
+def pull_link(
+    hub_url: str,
+    repo: str | None = None,
+    branch: str = "main",
+    start: str = START_NOTEBOOK,
+) -> str:
+    """The nbgitpuller link: clone or update ``repo`` into ``~/<its name>`` and open
+    ``start`` in JupyterLab. ``repo`` None: pyproject.toml's repository (course.project)."""
+    if repo is None:
+        owner, name = repository()
+        repo = f"https://github.com/{owner}/{name}"
+    folder = course_folder(repo)
+    query = urllib.parse.urlencode(
+        {
+            "repo": repo,
+            "branch": branch,
+            "targetpath": folder,
+            "urlpath": f"lab/tree/{folder}/{start}",
+        }
+    )
+    return f"{hub_url.rstrip('/')}/hub/user-redirect/git-pull?{query}"
+
+
+def course_folder(repo: str) -> str:
+    """The folder nbgitpuller makes in a learner's home: the repository's name."""
+    path = urllib.parse.urlparse(repo).path  # a plain path is all path
+    name = path.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
+    if not name:
+        raise ValueError(f"repository address {repo!r} names no repository")
+    return name
+
+
+def hub_command(prefix: Path = PREFIX) -> list[str]:
+    """The command line that runs the hub with the course's configuration."""
+    return [str(prefix / "user" / "bin" / "jupyterhub"), "-f", str(CONFIG)]
+
+
+def hub_environment(
+    *,
+    prefix: Path = PREFIX,
+    state: Path,
+    ip: str,
+    port: int,
+    repo: str | None = None,
+    branch: str = "main",
+) -> dict[str, str]:
+    """The ``COURSE_HUB_*`` settings jupyterhub_config.py reads, over this environment
+    (an admin, the authenticator, the culler's timeout... are taken from it as they are)."""
+    env = dict(os.environ)
+    link = pull_link(f"http://{ip}:{port}", repo, branch)
+    env.update(
+        COURSE_HUB_PREFIX=str(prefix),
+        COURSE_HUB_STATE=str(state),
+        COURSE_HUB_IP=ip,
+        COURSE_HUB_PORT=str(port),
+        # the page a learner's login lands on: the pull link's path, on their own server
+        COURSE_HUB_DEFAULT_URL=link.split("/hub/user-redirect", 1)[1],
+    )
+    return env
+
+
+def _start(args: argparse.Namespace) -> int:
+    _require_root("start")
+    install(args.prefix)
+    state = Path(args.state)
+    state.mkdir(parents=True, exist_ok=True)
+    os.chmod(state, 0o700)  # the cookie secret and the database: root's alone
+    env = hub_environment(
+        prefix=args.prefix,
+        state=state,
+        ip=args.ip,
+        port=args.port,
+        repo=args.repo,
+        branch=args.branch,
+    )
+    command = hub_command(args.prefix)
+    print(f"course hub: {' '.join(command)} (in {state})", file=sys.stderr)
+    os.chdir(state)
+    os.execve(command[0], command, env)
+    return 0  # pragma: no cover
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m course hub",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--prefix", type=Path, default=PREFIX, help="default: %(default)s")
+    sub = parser.add_subparsers(dest="command", required=True)
+    do = sub.add_parser("install", help="make or update the environment under --prefix")
+    do.add_argument("--force", action="store_true", help="reinstall even if the stamp matches")
+    do = sub.add_parser("start", help="start the hub (installs first if needed)")
+    do.add_argument("--ip", default="127.0.0.1", help="address to listen on (%(default)s)")
+    do.add_argument("--port", type=int, default=8000)
+    do.add_argument("--state", default="/srv/attention-course", help="database, cookie secret")
+    do.add_argument("--repo", default=None, help="course repository (pyproject's by default)")
+    do.add_argument("--branch", default="main")
+    do = sub.add_parser("learners", help="add or remove learners' system users")
+    do.add_argument("action", choices=["add", "remove"])
+    do.add_argument("names", nargs="+")
+    do = sub.add_parser("link", help="print the nbgitpuller link for a hub address")
+    do.add_argument("hub_url")
+    do.add_argument("--repo", default=None)
+    do.add_argument("--branch", default="main")
+    args = parser.parse_args(argv)
+    if args.command == "install":
+        print(install(args.prefix, force=args.force))
+    elif args.command == "start":
+        return _start(args)
+    elif args.command == "learners":
+        for name in args.names:
+            if args.action == "add":
+                print(f"{name}: {add_learner(name)}")
+            else:
+                remove_learner(name)
+    else:
+        print(pull_link(args.hub_url, args.repo, args.branch))
+    return 0
