@@ -57,7 +57,6 @@ __all__ = [
     "Block",
     "CausalSelfAttention",
     "LayerTrace",
-    "ModelConfig",
     "TinyTransformer",
     "causal_keep",
     "causal_mask_for",

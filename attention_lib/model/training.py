@@ -42,7 +42,8 @@ from .catalogue import TRAINED, trained_dir
 from .corpus import FAMILIES, Corpus, Sentence, build_corpus
 from .head_stats import METRICS, head_summary, row_mask
 from .report import compare, dump_report, format_comparison, load_report
-from .tiny_model import ModelConfig, TinyTransformer, save_model
+from .tiny_model import TinyTransformer, save_model
+from .weights import ModelConfig
 
 __all__ = [
     "COMMAND",

@@ -17,7 +17,8 @@ from attention_lib.lessons.exercises import (
     check_multi_head,
     check_scale_rule,
 )
-from attention_lib.lessons.exercises.gate import ExerciseGate, feedback
+from attention_lib.lessons.exercises.feedback import feedback
+from attention_lib.lessons.exercises.gate import ExerciseGate
 
 
 def attention_gate(**kwargs) -> ExerciseGate:

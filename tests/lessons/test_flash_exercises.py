@@ -15,9 +15,9 @@ import pytest
 
 from attention_lib.core import masked_scores
 from attention_lib.lessons.exercises.base import rows_text
+from attention_lib.lessons.exercises.feedback import feedback
 from attention_lib.lessons.exercises.flash_backward import backward_cases, check_flash_backward
 from attention_lib.lessons.exercises.flash_forward import check_flash_forward, forward_cases
-from attention_lib.lessons.exercises.gate import feedback
 from attention_lib.lessons.exercises.online_update import check_online_update, update_cases
 from attention_lib.lessons.exercises.solutions import (
     FLASH_SOLUTIONS,

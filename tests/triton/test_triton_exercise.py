@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from attention_lib.lessons.exercises import FLASH_SOLUTIONS, skeleton_source
-from attention_lib.lessons.exercises.gate import feedback
+from attention_lib.lessons.exercises.feedback import feedback
 from attention_lib.lessons.exercises.key_block import (
     check_key_block,
     check_key_blocks,

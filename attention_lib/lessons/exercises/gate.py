@@ -35,7 +35,7 @@ import numpy as np
 
 from ...normalisers import softmax
 from .base import SECONDS, Solution
-from .feedback import checked, feedback
+from .feedback import checked
 from .solutions import FLASH_SOLUTIONS, INSTALLED, SOLUTIONS, solution_scope
 
 __all__ = [
@@ -47,7 +47,6 @@ __all__ = [
     "NOTE",
     "STILL",
     "ExerciseGate",
-    "feedback",
 ]
 
 BOX = "al-reveal"
