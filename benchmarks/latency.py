@@ -406,9 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     if reason:
         print(f"cannot measure in a browser: {reason}", file=sys.stderr)
         return 2
-    names = [Path(n).name for n in args.notebooks] or [
-        p.name for p in labdriver.numbered_notebooks()
-    ]
+    names = labdriver.notebook_names(args.notebooks)
 
     started = time.time()
     load = MachineLoad().start()

@@ -72,7 +72,7 @@ from .page import (
     restart_and_run_all,
     save_notebook,
 )
-from .repo import LAB_COMMAND, NOTEBOOK_GLOB, REPO, numbered_notebooks
+from .repo import LAB_COMMAND, NOTEBOOK_GLOB, REPO, notebook_names, numbered_notebooks
 from .server import (
     LabServer,
     copy_notebooks,
@@ -112,6 +112,7 @@ __all__ = [
     "lab_test_args",
     "launch_chromium",
     "layout",
+    "notebook_names",
     "numbered_notebooks",
     "open_notebook",
     "pictures",

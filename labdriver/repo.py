@@ -21,3 +21,9 @@ NOTEBOOK_GLOB = "notebooks/[0-9][0-9]_*.ipynb"
 def numbered_notebooks() -> list[Path]:
     """The course's numbered notebooks (``notebooks/NN_*.ipynb``), in order."""
     return sorted(REPO.glob(NOTEBOOK_GLOB))
+
+
+def notebook_names(given: list[str]) -> list[str]:
+    """The file names of the notebooks ``given`` (paths or names), or of every numbered
+    notebook when none is: what a benchmark's command line asks to measure."""
+    return [Path(n).name for n in given] or [p.name for p in numbered_notebooks()]
