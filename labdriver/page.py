@@ -84,6 +84,7 @@ _JS_SAVE = js("save")
 _JS_SAVED = js("saved")
 _JS_RESTART = js("restart")
 _JS_KERNEL_IDLE = js("kernel_idle")
+_JS_NEXT_DRAW = js("next_draw")
 
 
 @dataclass
@@ -288,10 +289,7 @@ class NotebookPage:
                 delay=CLICK_HOLD_MS,
             )
         elif control["kind"] == "slider":
-            handle = element.locator(".noUi-handle")
-            if not handle.evaluate("(el) => el === document.activeElement"):
-                handle.focus()
-                self.page.wait_for_timeout(GRAB_MS)
+            self._grab(element.locator(".noUi-handle"))
             self.page.keyboard.press(action)
         elif control["kind"] == "toggle":
             element.locator("button", has_text=action).first.click(delay=CLICK_HOLD_MS)
@@ -326,6 +324,37 @@ class NotebookPage:
             after["hash"] != before["hash"],
             times,
         )
+
+    def _grab(self, handle: Any) -> None:
+        """Focus a slider's handle as a hand grabs it, `GRAB_MS` before the first key."""
+        if not handle.evaluate("(el) => el === document.activeElement"):
+            handle.focus()
+            self.page.wait_for_timeout(GRAB_MS)
+
+    def press(self, control: dict, key: str, timeout_ms: float = MOVE_TIMEOUT_MS) -> float | None:
+        """Press ``key`` on slider ``control`` (scrolled to and grabbed first, if its handle
+        is not focused) and return the ms from the key press to its figure's next draw, on
+        the page's clock; None if no draw came within ``timeout_ms``.
+
+        The lean `move`, for many learners on one machine (benchmarks/hub_load.py): no
+        wait for a quiet kernel first, no pixel hashes, no readouts, and one promise that
+        the page resolves on the draw instead of polling. `move`'s checks cost the browser
+        about 0.2 s of CPU a move, more than the kernel's work, on the 2-core machine.
+        """
+        if control["kind"] != "slider":
+            raise ValueError(
+                f"press works on sliders; {control['description']!r} is a {control['kind']}"
+            )
+        handle = self._locator(control).locator(".noUi-handle")
+        if not handle.evaluate("(el) => el === document.activeElement"):
+            self.scroll_to(control)
+            self._grab(handle)
+        since = self.page.evaluate("() => performance.now()")
+        self.page.keyboard.press(key)
+        times = self.page.evaluate(
+            _JS_NEXT_DRAW, [control["box"], since, CHANGE_EVENTS["slider"], timeout_ms]
+        )
+        return None if times is None else times["draw"] - times["input"]
 
     def quiet(self, timeout_ms: float = MOVE_TIMEOUT_MS) -> None:
         """Wait until the kernel is quiet and every frame that reached the page is painted.

@@ -24,8 +24,10 @@
   document.addEventListener('load', (e) => {
     const img = e.target;
     if (!(img instanceof HTMLImageElement) || !img.src.startsWith('blob:')) return;
-    const drawn = () => requestAnimationFrame(
-      () => (img.__draws || (img.__draws = [])).push(performance.now()));
+    const drawn = () => requestAnimationFrame(() => {
+      (img.__draws || (img.__draws = [])).push(performance.now());
+      window.dispatchEvent(new Event('al-draw'));  // for next_draw.js, which awaits it
+    });
     img.decode().then(drawn, drawn);
   }, true);
   window.__inputs = [];  // {t, type}; input: a <select> changed
