@@ -199,7 +199,10 @@ def _limit_v2(folder: Path, limits: Limits) -> None:
 def _usable(pid: int | str, proc: Path) -> dict[str, Hierarchy]:
     """The hierarchies to use: v1's memory (and cpu) where mounted writable, else v2 where
     its memory controller reaches the hub's cgroup."""
-    found = hierarchies(pid, proc)
+    try:
+        found = hierarchies(pid, proc)
+    except OSError as error:
+        raise Unavailable(f"cannot read this process's cgroups: {error}") from error
     if "memory" in found:
         return {k: v for k, v in found.items() if k in ("memory", "cpu")}
     unified = found.get("unified")
