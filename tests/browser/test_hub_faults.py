@@ -5,8 +5,9 @@ their kernels, in cgroups of their own with the limits of ``COURSE_HUB_MEM_LIMIT
 ``COURSE_HUB_CPU_LIMIT`` (teachers/hub/course_cgroups.py). Here:
 
 - the cgroups themselves, without a hub: the limits written, a process over the memory
-  limit ended by the OOM killer, everything removed after; the spawner's own start and
-  stop (a stand-in server); no writable hierarchy: a warning, and the server runs anyway;
+  limit ended by the OOM killer, one that spins throttled, everything removed after; the
+  spawner's own start and stop (a stand-in server); no writable hierarchy: a warning, and
+  the server runs anyway;
 - one hub (as test_hub.py's, with `MEM_LIMIT` and `CPU_LIMIT`), two learners who each run
   01 in their own JupyterLab: each learner's server and kernel are in their own cgroups
   with those limits;
@@ -101,6 +102,13 @@ def test_a_learners_cgroups_hold_their_limits_and_go_away(writable_cgroups):
         )
         assert hog.wait(60) == -signal.SIGKILL
         assert made.oom_kills() == before + 1
+        # a process that spins for a second gets half a CPU: the CFS quota throttles it
+        spin = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 1: pass"
+        subprocess.run([sys.executable, "-c", spin], preexec_fn=made.join_self, check=True)
+        stat = made.dirs.get("cpu", made.dirs.get("unified"))
+        if stat is not None and (stat / "cpu.stat").exists():
+            counts = dict(line.split() for line in _read(stat, "cpu.stat").splitlines())
+            assert int(counts["nr_throttled"]) > 0, counts
         sleeper = subprocess.Popen(["sleep", "300"], preexec_fn=made.join_self)
         assert made.pids() == {sleeper.pid}
         for folder in made.dirs.values():
