@@ -84,11 +84,12 @@ test-install: test-runtime-only $(STAMP)
 # A class's JupyterHub (teachers/hub/, python -m course hub: see the README's teacher
 # section), tested as root with real system learners in Chromium: login, 01 run and moved,
 # one learner kept from another's server, files and API, course updates by nbgitpuller
-# with the learner's work kept. The first run builds /opt/attention-course (minutes of pip
+# with the learner's work kept; faults: a learner's kernel killed, a learner over their
+# memory limit (their cgroup's), the others untouched. The first run builds /opt/attention-course (minutes of pip
 # and npm, then cached by a stamp keyed on the pins); CI runs it.
 test-hub: $(STAMP)
 	$(PYTHON) -m course hub install
-	$(BIN)/python -m pytest -p no:cacheprovider -m hub tests/browser/test_hub.py -v
+	$(BIN)/python -m pytest -p no:cacheprovider -m hub tests/browser/test_hub.py tests/browser/test_hub_faults.py -v
 
 # The hub for a class, on 127.0.0.1:8000 (python -m course hub start --help for more).
 hub:

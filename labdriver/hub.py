@@ -10,7 +10,9 @@ and the fault tests start it here.
 - `log_in`: a learner's own browser context, logged in through the hub's login form
   (cookies and all), waiting until their server has started and the page they land on
   (the course's nbgitpuller link) has opened JupyterLab.
-- `Hub.processes`: a learner's server and kernels, as psutil sees them.
+- `Hub.processes`: a learner's server and kernels, as psutil sees them; `Hub.cgroups`:
+  the cgroups the hub's spawner put them in (`course_cgroups`, teachers/hub's module),
+  removed by `Hub.stop` too, should the hub have been killed before it could.
 - `LearnerServer`: a learner's server as `NotebookPage.open` takes it (its URL under
   ``/user/<name>``; the context's cookies authenticate, no token).
 - `course_remote`: the course as committed, in a bare git repository served by
@@ -21,12 +23,14 @@ and the fault tests start it here.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -34,6 +38,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +54,7 @@ __all__ = [
     "CourseRemote",
     "Hub",
     "LearnerServer",
+    "course_cgroups",
     "course_remote",
     "hub_missing",
     "local_ports",
@@ -56,6 +62,25 @@ __all__ = [
     "running_hub",
     "start_hub",
 ]
+
+
+@cache
+def course_cgroups() -> Any:
+    """teachers/hub/course_cgroups.py, the hub's per-learner cgroups (a module of the
+    teachers' folder, which the hub imports from beside its config, not a package's).
+    Registered under that name, as the hub imports it: a test that imports
+    course_spawner.py from there gets this same module."""
+    path = REPO / "teachers" / "hub" / "course_cgroups.py"
+    loaded = sys.modules.get("course_cgroups")
+    if loaded is not None and Path(loaded.__file__ or "") == path:
+        return loaded
+    spec = importlib.util.spec_from_file_location("course_cgroups", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["course_cgroups"] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def hub_missing() -> str | None:
@@ -113,6 +138,11 @@ class Hub:
         uid = pwd.getpwnam(name).pw_uid
         return [p for p in psutil.process_iter(["uids"]) if p.info["uids"].real == uid]
 
+    def cgroups(self, name: str) -> Any:
+        """Learner ``name``'s cgroups (`course_cgroups.LearnerCgroups`): the hub's spawner
+        makes them under the hub's own cgroup, which is this process's (it started the hub)."""
+        return course_cgroups().find(name)
+
     def api(
         self, method: str, path: str, token: str | None = "admin", body: Any = None
     ) -> tuple[int, Any]:
@@ -137,6 +167,10 @@ class Hub:
             pid = int((self.state / "jupyterhub-proxy.pid").read_text())
             if "configurable-http-proxy" in " ".join(_cmdline(pid)):
                 os.kill(pid, signal.SIGKILL)
+        # a hub that was killed left its learners' cgroups (and what runs in them)
+        for name in self.learners:
+            with contextlib.suppress(course_cgroups().Unavailable):
+                course_cgroups().remove(self.cgroups(name))
         for name in self.made_users:
             course_hub.remove_learner(name)
         self.made_users.clear()

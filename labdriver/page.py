@@ -85,6 +85,7 @@ _JS_SAVED = js("saved")
 _JS_RESTART = js("restart")
 _JS_KERNEL_IDLE = js("kernel_idle")
 _JS_NEXT_DRAW = js("next_draw")
+_JS_KERNEL_RESTARTED = js("kernel_restarted")
 
 
 @dataclass
@@ -210,6 +211,16 @@ class NotebookPage:
         """Text of every dialog and toast notification on screen."""
         return self.page.evaluate(_JS_DIALOGS)
 
+    def dismiss_dialogs(self) -> None:
+        """Click each dialog's default button (a learner's "Ok"), until none is left."""
+        button = self.page.locator(".jp-Dialog .jp-mod-accept")
+        while button.count():
+            button.first.click()
+
+    def now(self) -> float:
+        """The page's clock (performance.now(), ms): a ``since`` for the waits."""
+        return self.page.evaluate("() => performance.now()")
+
     # -- kernel ----------------------------------------------------------------------------
     def execute(self, code: str) -> str:
         """Run ``code`` in the notebook's kernel (not in a cell); return its stdout."""
@@ -217,6 +228,28 @@ class NotebookPage:
         if result["error"]:
             raise RuntimeError(f"kernel raised:\n{_strip_ansi(result['error'])}")
         return result["out"]
+
+    def kernel_statuses(self, since: float = 0) -> list[str]:
+        """The statuses the kernel went through since ``since`` (the page's clock)."""
+        return self.page.evaluate(
+            "(since) => window.__kernel.statuses.filter((s) => s.t >= since).map((s) => s.status)",
+            since,
+        )
+
+    def wait_restarted(self, since: float, timeout_s: float = 300) -> list[str]:
+        """Wait until the kernel has been restarted after ``since`` (by the server after it
+        died: "autorestarting") and the new one is idle; the statuses it went through.
+        Raises RedrawTimeout with them if not within ``timeout_s``."""
+        try:
+            self.page.wait_for_function(
+                _JS_KERNEL_RESTARTED, arg=since, timeout=timeout_s * 1000, polling=250
+            )
+        except PlaywrightTimeout as error:
+            seen = self.kernel_statuses(since)
+            raise RedrawTimeout(
+                f"the kernel was not restarted and idle in {timeout_s:.0f} s: statuses {seen}"
+            ) from error
+        return self.kernel_statuses(since)
 
     def probe(self, inputs_by_class: Mapping[str, str] | None = None, full: bool = True) -> dict:
         """What the kernel's explorers hold now (see ``kernel_probe.py``)."""

@@ -1,11 +1,12 @@
 // Installed once the notebook's kernel is connected: the messages the page sends the
-// kernel that still await their "idle" status (a restart forgets them), and the replies
-// to cells. A request's outputs (a cell's text, a widget's frame) all arrive before its
-// idle status. The comm messages also join the frame trace (trace.js).
+// kernel that still await their "idle" status (a restart forgets them), the replies
+// to cells, and every status the kernel went through (a restart's "autorestarting"). A
+// request's outputs (a cell's text, a widget's frame) all arrive before its idle status.
+// The comm messages also join the frame trace (trace.js).
 () => {
   const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
   const track = window.__kernel = {
-    kernel, outstanding: new Map(), updates: [], replies: [], lastIdle: 0,
+    kernel, outstanding: new Map(), updates: [], replies: [], lastIdle: 0, statuses: [],
   };
   // A restart (asked for, or the server's after a crash) ends the old kernel before it
   // answers the requests still queued: they never get their idle status, and
@@ -13,6 +14,7 @@
   // the widget manager's comm_info_request, sent just after the page looked ready, cut off
   // by the restart that began the first run; Run All then waited for it for good.)
   kernel.statusChanged.connect((_, status) => {
+    track.statuses.push({t: performance.now(), status});
     if (status === 'restarting' || status === 'autorestarting' || status === 'dead') {
       track.outstanding.clear();
     }

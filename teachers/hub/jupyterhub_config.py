@@ -16,9 +16,19 @@
 #                            (tests only: one shared password, COURSE_HUB_DUMMY_PASSWORD)
 #   COURSE_HUB_DEFAULT_URL   where a learner lands: the course's nbgitpuller link
 #   COURSE_HUB_CULL_TIMEOUT  seconds of inactivity before a learner's server is stopped (3600)
+#   COURSE_HUB_MEM_LIMIT     each learner's memory, their server and kernels together ("2G";
+#                            K, M, G, T suffixes; "0": no limit), enforced by a cgroup of
+#                            their own (course_spawner.py): a learner who fills it has their
+#                            kernel ended by the OOM killer, and it restarts; no one else's
+#   COURSE_HUB_CPU_LIMIT     each learner's CPUs at most, as a CFS quota ("1.5"; unset or "0":
+#                            none; each learner's cgroup still gets an equal share of a busy
+#                            machine, however many threads their kernels run)
+#                            (where /sys/fs/cgroup is not writable the hub logs a warning that
+#                            neither limit is enforced)
 #   COURSE_HUB_TEST_TOKEN    tests only: an API token for a "course-tests" service with the
 #                            admin role, and JupyterLab's app exposed to the page
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -77,7 +87,9 @@ else:
 c.Authenticator.allow_existing_users = False  # the list above is the class, nothing more
 
 # -- each learner's server: their own system user, home and JupyterLab -----------------
-c.JupyterHub.spawner_class = "localprocess"
+# LocalProcessSpawner, with each learner's server in cgroups of its own (course_spawner.py)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+c.JupyterHub.spawner_class = "course_spawner.CourseSpawner"
 c.Spawner.cmd = [str(user_env / "bin" / "jupyterhub-singleuser")]
 c.Spawner.notebook_dir = "~"
 c.Spawner.default_url = env("COURSE_HUB_DEFAULT_URL", "/lab")
@@ -86,6 +98,21 @@ c.Spawner.environment = {
     "JUPYTER_CONFIG_PATH": str(prefix / "jupyter"),
     "PATH": f"{user_env / 'bin'}:/usr/local/bin:/usr/bin:/bin",
 }
+# The heaviest notebook holds 614 MiB per learner (03: a 530 MiB kernel and a 110 MiB
+# server, benchmarks/results/learner-memory-*.json); 2G leaves room for three notebooks'
+# kernels open at once (03, 04 and 02 with the server: about 1.25 GiB) and a cell's peaks.
+mem_limit = env("COURSE_HUB_MEM_LIMIT", "2G").strip()
+if not re.fullmatch(r"\d+(\.\d+)?[KMGT]?", mem_limit):
+    sys.exit(f"COURSE_HUB_MEM_LIMIT={mem_limit!r}: a size such as 2G or 700M (0: no limit)")
+if float(mem_limit.rstrip("KMGT")) == 0:
+    c.Spawner.mem_limit = None
+else:  # JupyterHub's own parsing: bytes, or a number with a suffix
+    c.Spawner.mem_limit = mem_limit if mem_limit[-1] in "KMGT" else int(float(mem_limit))
+cpu_limit = env("COURSE_HUB_CPU_LIMIT", "").strip() or "0"
+try:
+    c.Spawner.cpu_limit = float(cpu_limit) or None
+except ValueError:
+    sys.exit(f"COURSE_HUB_CPU_LIMIT={cpu_limit!r}: a number of CPUs such as 1.5 (0: no limit)")
 c.Spawner.start_timeout = 120  # a loaded 2-core machine starts a server in tens of seconds
 c.Spawner.http_timeout = 120
 test_token = env("COURSE_HUB_TEST_TOKEN", "")
