@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab reset test test-soak test-graded test-install test-hub hub test-runtime-only test-compile lint format notebooks bench clean bench-latency bench-memory gpu-check gpu-wheels model
+.PHONY: lab reset test test-soak test-graded test-install test-hub hub test-runtime-only test-compile lint format notebooks bench clean bench-latency bench-memory bench-hub gpu-check gpu-wheels model
 
 # The environment, made and kept up to date by the course's own Python code (course/), the
 # same code as the make-free commands (python -m course lab, test: see the README).
@@ -37,6 +37,15 @@ bench-latency: $(STAMP)
 # benchmarks/results/learner-memory-<machine>.json (MEMORY_ARGS: e.g. --label after).
 bench-memory: $(STAMP)
 	$(BIN)/python benchmarks/learner_memory.py $(MEMORY_ARGS)
+
+# A class on the hub (as root): N = 1, 5, 10, 20, 30 learners, each in their own browser
+# context, run 01 and move a slider every 2 s for 3 minutes; slider latency p50/p95, memory
+# per learner, CPU, kernels lost and errors, and a run with one learner's kernel killed;
+# writes benchmarks/results/hub-<machine>.json (HUB_LOAD_ARGS: e.g. --learners 5 10).
+# About 45 minutes on the 2-core machine.
+bench-hub: $(STAMP)
+	$(PYTHON) -m course hub install
+	$(BIN)/python benchmarks/hub_load.py $(or $(HUB_LOAD_ARGS),--kill 10)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -85,8 +94,9 @@ test-install: test-runtime-only $(STAMP)
 # section), tested as root with real system learners in Chromium: login, 01 run and moved,
 # one learner kept from another's server, files and API, course updates by nbgitpuller
 # with the learner's work kept; faults: a learner's kernel killed, a learner over their
-# memory limit (their cgroup's), the others untouched. The first run builds /opt/attention-course (minutes of pip
-# and npm, then cached by a stamp keyed on the pins); CI runs it.
+# memory limit (their cgroup's), the others untouched. The first run builds
+# /opt/attention-course (minutes of pip and npm, then cached by a stamp keyed on the pins);
+# CI runs it.
 test-hub: $(STAMP)
 	$(PYTHON) -m course hub install
 	$(BIN)/python -m pytest -p no:cacheprovider -m hub tests/browser/test_hub.py tests/browser/test_hub_faults.py -v

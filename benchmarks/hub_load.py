@@ -9,27 +9,36 @@ course (nbgitpuller's link), opens 01, runs it all, reads for a moment, then
 moves 01's sliders, one key press every ``--think`` seconds (2), round the
 figures, for ``--duration`` seconds (180), as a class does. All start at once.
 
+The machine's CPUs are split (cpuset cgroups, `cpu_split`): the hub and the
+class (the learners' servers and kernels) on CPUs 1 and up, the browsers, their
+drivers and this benchmark on CPU 0. In a class the browsers run on the
+learners' own machines; here they must not take the class's CPU, and the
+class's figures are per CPU it had. (A browser spends about 0.1 s of CPU on a
+move, more than the kernel: one CPU holds only a few learners' browsers before
+their own work adds to the latency, which the stages show.)
+
 Measured per N, while the learners move (from the first learner's first move
 to the last learner's last):
 
 - slider latency, key press to redrawn picture on the page's own clock
-  (`labdriver.NotebookPage.move`), p50 and p95 over every learner's moves;
+  (`labdriver.NotebookPage.press`), p50 and p95 over every learner's moves;
+  to the frame's arrival in the page; and by stage (`latency.STAGES`: to the
+  kernel, in it, to the page, to the screen), from stamps the page and the
+  kernel take (`latency.KERNEL_STAMPS`);
 - memory per learner: the PSS of their kernel plus their server, the largest
   each learner reached (sampled every `SAMPLE_S` s), median and max over learners;
-- CPU: the machine's busy share, split into the learners' processes (servers
-  and kernels), the hub (hub, proxy, culler), the browsers (which in a real
-  class run on the learners' laptops, not on the server) and anything else;
+- CPU: how busy the class's CPUs were (learners' processes and the hub), and the
+  browsers' CPU; the machine's share by group (learners, hub, browser, drivers,
+  other: the benchmark itself, git daemon serving the course);
 - kernels lost (a learner's kernel that was there when the moves began and is
   gone or replaced before they end), error outputs after Run All, and moves that
   failed (no redraw within `MOVE_TIMEOUT_MS`).
 
-``--kill`` N: in the run with N learners, learner 0's kernel is killed
-(SIGKILL) half-way through the moves, as a crash would; the others' p50 and
-p95 before and after are recorded beside the row (the fault run's own row,
-with that learner left out of ``lost``).
-
-The browsers and the drivers share the 2 cores with the hub here, so the
-latency is a pessimistic one: the row says how much CPU they took.
+``--kill`` N: a run with N learners where learner 0's kernel is killed
+(SIGKILL) a third of the way into the moves, as a crash would; that learner
+answers it as a learner does (closes the dialog, runs all again, moves on);
+the others' p50 and p95 before and after are recorded beside the row (that
+learner left out of ``lost``, and their failed moves out of ``errors``).
 
 Writes ``benchmarks/results/hub-<machine>.json`` (``<machine>`` as
 `benchmarks/latency.py` names it), a row per N with the machine and its load.
@@ -59,19 +68,33 @@ from typing import Any
 
 import numpy as np
 import psutil
+from latency import KERNEL_STAMPS, STAGES, move_stages  # benchmarks/latency.py
 
 import labdriver
 from attention_lib.bench.machine import MachineLoad, busy_warnings, cpu_model, cpu_slug
+from labdriver import OPEN_TIMEOUT_MS
 from labdriver import hub as hubdriver
-from labdriver.sources import js
 
 REPO = Path(__file__).resolve().parents[1]
 MiB = 2**20
 NOTEBOOK = "attention-course/notebooks/01_beginner_crowded_room.ipynb"  # in a learner's home
 SAMPLE_S = 10.0  # memory and CPU samples
 READ_S = 3.0  # after Run All, before the first move: a learner reads the figures first
+# Learners arrive one after another, this far apart, as a class logs in: a hub that starts
+# 20 servers at once on one CPU takes minutes, and the logins time out. Each then runs 01
+# and waits; once all are ready (or have failed) the class moves together (`GO`).
+ARRIVE_S = 5.0
+GO = "go"  # the file, in the class's folder, that starts every learner's moves
 MOVE_TIMEOUT_MS = 60_000  # a move with no redraw by then is a failure
+PRESSES_PER_SLIDER = 5  # a learner tries a slider a few steps before the next one
+# In a class the browsers run on the learners' own machines, not on the hub's. Here they
+# share it, so the machine's CPUs are split (cpusets): CPU 0 for the browsers, their
+# drivers and this benchmark; the others for the hub and the class, which the rows'
+# "per core" figures count. (A move every 2 s costs a browser about 0.1 s of CPU, more than
+# the kernel spends on it: with one CPU for them, about 20 learners' browsers fill it.)
+CPUSET = Path("/sys/fs/cgroup/cpuset")
 P95_GOAL_MS = 250.0  # the latency a class should feel, at most, for the learners-per-core figure
+CLASS_BUSY_MAX = 0.8  # past this a CPU's queue, and so the latency, grows fast
 LEARNER = "hubload-{:02d}"
 
 
@@ -86,7 +109,7 @@ def drive(args: argparse.Namespace) -> int:
     rng = random.Random(args.drive)
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.connect_over_cdp(args.cdp)
+            browser = playwright.chromium.connect_over_cdp(args.cdp, timeout=OPEN_TIMEOUT_MS)
             hub = _HubAddress(args.hub_url, args.password)
             context = hubdriver.log_in(browser, hub, args.drive)
             record["logged_in_at"] = time.time()
@@ -105,9 +128,19 @@ def drive(args: argparse.Namespace) -> int:
                 for o in c["outputs"]
                 if o["output_type"] == "error"
             ]
+            page.execute(KERNEL_STAMPS)
             page.page.wait_for_timeout(READ_S * 1000)
-            Path(args.out).with_suffix(".moving").write_text(str(time.time()))
+            # ready: the class starts moving together (`run_class` says when)
+            out = Path(args.out)
+            out.with_suffix(".ready").write_text(str(time.time()))
+            while not (out.parent / GO).exists():
+                time.sleep(0.2)
             _move_for(page, args.duration, args.think, rng, record)
+            stamps = json.loads(page.execute("_latency_stamps_take()").splitlines()[-1])
+            for move in record["moves"]:
+                move["stages"] = move_stages(
+                    move.pop("page_times"), stamps["received"], stamps["sent"]
+                )
     except Exception as error:  # recorded: the parent counts it as an error of this learner
         record["failures"].append(f"{type(error).__name__}: {error}"[:2000])
     Path(args.out).write_text(json.dumps(record))
@@ -133,29 +166,32 @@ def _move_for(
     record: dict[str, Any],
 ) -> None:
     """Key presses on the page's sliders, one every ``think`` s (a random first phase, so
-    that the class's moves are spread), round the sliders, for ``duration`` s. A kernel
-    that restarted (it died: the server started a new one) is answered as a learner
-    answers it: Run All again, then on with the moves."""
+    that the class's moves are spread), `PRESSES_PER_SLIDER` on one slider before the next,
+    for ``duration`` s. A kernel that restarted (it died: the server started a new one) is
+    answered as a learner answers it: the dialog closed, Run All again, on with the moves."""
     sliders = _sliders(page)
-    restarts = page.page.evaluate(js("restarts"))
     turn = rng.randrange(len(sliders))
     directions: dict[tuple[int, int], str] = {}
-    start = time.time()
+    start = since = time.time()
+    watched_from = page.now()
     record["moves_from"] = start
     due = start + rng.uniform(0, think)
-    while True:
-        now = time.time()
-        if now >= start + duration:
-            break
-        time.sleep(max(0.0, due - now))
-        if page.page.evaluate(js("restarts")) != restarts:
+    presses = 0
+    while time.time() < start + duration:
+        time.sleep(max(0.0, due - time.time()))
+        statuses = page.kernel_statuses(watched_from)
+        if "autorestarting" in statuses or "restarting" in statuses:
             record.setdefault("restarts", []).append(time.time())
+            page.dismiss_dialogs()
+            watched_from = page.now()
             page.run_all(timeout_s=1800)
-            sliders, restarts = _sliders(page), page.page.evaluate(js("restarts"))
-            due = time.time()
+            page.execute(KERNEL_STAMPS)  # the new kernel's (the old one's died with it)
+            for move in record["moves"]:
+                move["page_times"] = {}  # stamps of a dead kernel: no stages
+            sliders, due = _sliders(page), time.time()
             continue
-        key = sliders[turn % len(sliders)]
-        turn += 1
+        key = sliders[(turn + presses // PRESSES_PER_SLIDER) % len(sliders)]
+        presses += 1
         control = next(
             c for c in page.controls()[key[0]] if c["kind"] == "slider" and c["nth"] == key[1]
         )
@@ -165,15 +201,16 @@ def _move_for(
         elif control["atMin"]:
             direction = "ArrowRight"
         directions[key] = direction
-        if not control["disabled"]:
-            page.scroll_to(control)
         at = time.time()
-        try:
-            move = page.move(control, direction, timeout_ms=MOVE_TIMEOUT_MS)
-        except labdriver.RedrawTimeout as error:
-            record["failures"].append(f"move at {at:.1f}: {error}"[:500])
+        times = page.press(control, direction, timeout_ms=MOVE_TIMEOUT_MS)
+        if times is None:
+            record["failures"].append(f"move at {at - since:.1f} s: no redraw in 60 s")
         else:
-            record["moves"].append({"at": at, "late_s": at - due, "ms": move.latency_ms})
+            frame = None if times["frame"] is None else times["frame"] - times["input"]
+            record["moves"].append(
+                {"at": at, "late_s": at - due, "ms": times["draw"] - times["input"],
+                 "frame_ms": frame, "page_times": times}
+            )  # fmt: skip
         due = max(due + think, time.time())  # a late move does not make the next ones hurry
     record["moves_to"] = time.time()
 
@@ -229,7 +266,7 @@ def sample(hub: hubdriver.Hub, drivers: list[psutil.Process], chromium: int, out
                     pss += mib
                     if p.pid not in kernels:
                         server += mib
-                    out.cpu_s[p.pid] = ("learners", sum(p.cpu_times()[:4]))
+                    out.cpu_s[p.pid] = ("learners", sum(p.cpu_times()[:2]))
             if kernels:  # the learner's own: once their notebook runs
                 out.pss_mib[name] = max(out.pss_mib.get(name, 0.0), pss)
                 out.server_mib[name] = max(out.server_mib.get(name, 0.0), server)
@@ -244,7 +281,7 @@ def sample(hub: hubdriver.Hub, drivers: list[psutil.Process], chromium: int, out
                     if p.pid in learner_pids:
                         continue
                     with contextlib.suppress(psutil.Error):
-                        out.cpu_s[p.pid] = (group, sum(p.cpu_times()[:4]))
+                        out.cpu_s[p.pid] = (group, sum(p.cpu_times()[:2]))
                         if group in ("browser", "drivers"):
                             browser_pss += p.memory_full_info().pss / MiB
     out.browser_pss_mib = max(out.browser_pss_mib, browser_pss)
@@ -255,6 +292,78 @@ def _cpu_by_group(first: dict[int, tuple[str, float]], last: dict[int, tuple[str
     for pid, (group, seconds) in last.items():
         used[group] = used.get(group, 0.0) + seconds - first.get(pid, (group, 0.0))[1]
     return used
+
+
+@dataclass
+class CpuSplit:
+    """The machine's CPUs split between the class (the hub, the learners' servers and
+    kernels: ``server``) and the browsers (``browsers``, with this benchmark): cpuset
+    cgroups, or None where they could not be made (``how`` says why)."""
+
+    server: Path | None
+    browsers: Path | None
+    server_cpus: int
+    how: str
+
+    def join(self, folder: Path | None) -> None:
+        """Move this process (and so what it starts from now on) into ``folder``."""
+        if folder is not None:
+            (folder / "cgroup.procs").write_text(str(os.getpid()))
+
+
+def _own_cgroup(controller: str) -> str:
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            return path
+    raise OSError(f"no {controller} cgroup in /proc/self/cgroup")
+
+
+@contextlib.contextmanager
+def cpu_split() -> Any:
+    """`CpuSplit`: CPU 0 for the browsers, the rest for the class; this process starts
+    on the browsers' side. Undone on exit (what is left in either cpuset is ended)."""
+    cpus = os.cpu_count() or 1
+    made: list[Path] = []
+    try:
+        if cpus < 2:
+            raise OSError("one CPU: nothing to split")
+        base = CPUSET / _own_cgroup("cpuset").lstrip("/")
+        mems = (base / "cpuset.mems").read_text().strip()
+        for name, cpu_list in (("hubload-browsers", "0"), ("hubload-server", f"1-{cpus - 1}")):
+            folder = base / name
+            folder.mkdir(exist_ok=True)
+            made.append(folder)
+            (folder / "cpuset.cpus").write_text(cpu_list)
+            (folder / "cpuset.mems").write_text(mems)
+    except OSError as error:
+        _remove_cpusets(made)
+        yield CpuSplit(None, None, cpus, f"not split: {error}")
+        return
+    split = CpuSplit(made[1], made[0], cpus - 1, f"class on CPUs 1-{cpus - 1}, browsers on 0")
+    try:
+        split.join(split.browsers)
+        yield split
+    finally:
+        with contextlib.suppress(OSError):
+            (base / "cgroup.procs").write_text(str(os.getpid()))
+        _remove_cpusets(made)
+
+
+def _remove_cpusets(folders: list[Path]) -> None:
+    for folder in folders:
+        for _ in range(50):
+            with contextlib.suppress(OSError, ValueError):
+                for pid in (folder / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(pid), signal.SIGKILL)
+            try:
+                folder.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.1)
 
 
 @contextlib.contextmanager
@@ -272,7 +381,10 @@ def shared_chromium(workdir: Path):
         "about:blank",
     ]
     proc = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -302,64 +414,90 @@ def percentiles(samples: list[float]) -> tuple[float | None, float | None]:
 
 
 def run_class(
-    n: int, workdir: Path, repo: str, duration: float, think: float, kill: bool
+    n: int,
+    workdir: Path,
+    repo: str,
+    duration: float,
+    think: float,
+    kill: bool,
+    split: CpuSplit,
+    arrive: float = ARRIVE_S,
 ) -> dict[str, Any]:
-    """N learners on a fresh hub, all starting at once; the row for N."""
+    """N learners on a fresh hub, arriving ``arrive`` s apart, moving together; the row."""
     names = [LEARNER.format(i) for i in range(n)]
     folder = workdir / f"class-{n}"
     folder.mkdir(parents=True, exist_ok=True)
+    split.join(split.server)  # the hub, and so every learner's server and kernel
+    try:
+        started_hub = hubdriver.start_hub(folder / "hub", names, repo=repo)
+    finally:
+        split.join(split.browsers)
+    drivers: list[subprocess.Popen] = []
     with (
-        hubdriver.running_hub(folder / "hub", names, repo=repo) as hub,
+        contextlib.closing(_Stopper(started_hub, drivers)) as stopper,
         shared_chromium(folder) as (chromium, cdp),
     ):
+        hub = stopper.hub
         started = time.time()
-        drivers = [
-            subprocess.Popen(
-                [
-                    sys.executable, __file__, "--drive", name, "--hub-url", hub.url,
-                    "--password", hub.password, "--cdp", cdp, "--duration", str(duration),
-                    "--think", str(think), "--out", str(folder / f"{name}.json"),
-                ],
-                cwd=REPO,
-                stdout=(folder / f"{name}.log").open("w"),
-                stderr=subprocess.STDOUT,
+        for i, name in enumerate(names):
+            if i:
+                time.sleep(arrive)  # the next learner arrives
+            command = [
+                sys.executable, __file__, "--drive", name, "--hub-url", hub.url,
+                "--password", hub.password, "--cdp", cdp, "--duration", str(duration),
+                "--think", str(think), "--out", str(folder / f"{name}.json"),
+            ]  # fmt: skip
+            log = (folder / f"{name}.log").open("w")
+            drivers.append(
+                subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
             )
-            for name in names
-        ]  # fmt: skip
         watched = [psutil.Process(d.pid) for d in drivers]
         samples = Samples()
         snapshots = []  # (time, CPU seconds by process, the machine's CPU times)
         killed: dict[str, Any] = {}
-        kill_at = None
+        kill_at = go_at = None
         while any(d.poll() is None for d in drivers):
             sample(hub, watched, chromium.pid, samples)
             snapshots.append((time.time(), dict(samples.cpu_s), psutil.cpu_times()))
-            if (
-                kill
-                and kill_at is None
-                and all((folder / f"{name}.moving").exists() for name in names)
+            if go_at is None and all(
+                (folder / f"{name}.ready").exists() or d.poll() is not None
+                for name, d in zip(names, drivers, strict=True)
             ):
-                kill_at = time.time() + duration / 3  # every learner moves before and after
+                (folder / GO).write_text("")  # every learner ready (or failed): move
+                go_at = time.time()
+                if kill:
+                    kill_at = go_at + duration / 3  # every learner moves before and after
             if kill_at is not None and time.time() >= kill_at and not killed:
                 killed = kill_kernel(hub, names[0])
-            to_kill = SAMPLE_S if kill_at is None or killed else kill_at - time.time()
-            time.sleep(min(SAMPLE_S, max(0.2, to_kill)))
+            wait = SAMPLE_S if kill_at is None or killed else kill_at - time.time()
+            time.sleep(min(SAMPLE_S, 1.0 if go_at is None else SAMPLE_S, max(0.2, wait)))
         records = [
             json_if(folder / f"{name}.json") or {"learner": name, "failures": ["no record"]}
             for name in names
         ]
         seconds = time.time() - started
-    return row(n, records, samples, snapshots, killed, seconds)
+    return row(n, records, samples, snapshots, killed, seconds, split)
+
+
+@dataclass
+class _Stopper:
+    """Closed on any exit of a class's run: its drivers ended, then its hub stopped."""
+
+    hub: hubdriver.Hub
+    drivers: list[subprocess.Popen]
+
+    def close(self) -> None:
+        for driver in self.drivers:
+            if driver.poll() is None:
+                driver.kill()
+                driver.wait()
+        self.hub.stop()
 
 
 def json_if(path: Path) -> dict[str, Any] | None:
     with contextlib.suppress(OSError, ValueError):
         return json.loads(path.read_text())
     return None
-
-
-def _all_moving(samples: Samples, names: list[str]) -> bool:
-    return all(samples.kernels.get(n) and samples.kernels[n][-1][1] for n in names)
 
 
 def kill_kernel(hub: hubdriver.Hub, name: str) -> dict[str, Any]:
@@ -373,11 +511,13 @@ def kill_kernel(hub: hubdriver.Hub, name: str) -> dict[str, Any]:
 
 
 def lost_kernels(samples: Samples, window: tuple[float, float], spare: str | None) -> list[str]:
-    """Learners whose kernel, there when the moves began, was gone or replaced by their end."""
+    """Learners whose kernel, there when the moves began, was gone or replaced by their end.
+    (A learner who never got a kernel, because their login or Run All failed, is counted in
+    the row's errors, not here.)"""
     lost = []
     for name, seen in samples.kernels.items():
         inside = [kernels for at, kernels in seen if window[0] <= at <= window[1]]
-        if name != spare and inside and (not inside[0] or inside[-1] != inside[0]):
+        if name != spare and inside and inside[0] and inside[-1] != inside[0]:
             lost.append(name)
     return lost
 
@@ -389,10 +529,19 @@ def row(
     snapshots: list[tuple[float, dict[int, tuple[str, float]], Any]],
     killed: dict[str, Any],
     seconds: float,
+    split: CpuSplit,
 ) -> dict[str, Any]:
     """The row for N learners: latency, memory, CPU in the moves' window, lost, errors."""
     moves = [m for r in records for m in r.get("moves", []) if m["ms"] is not None]
     p50, p95 = percentiles([m["ms"] for m in moves])
+    staged = [m["stages"] for m in moves if m.get("stages")]
+    stages = {
+        stage: [
+            round(x, 1) if x is not None else None
+            for x in percentiles([st[stage] for st in staged])
+        ]
+        for stage in STAGES
+    }
     window = (
         min((r.get("moves_from", np.inf) for r in records), default=0.0),
         max((r.get("moves_to", 0.0) for r in records), default=0.0),
@@ -410,11 +559,24 @@ def row(
     }
     if busy is not None:
         spent["other"] = round(max(0.0, busy - sum(spent.values())), 3)
+    # how busy each side of the split was: the class's CPUs, and the browsers'
+    class_share = spent.get("learners", 0.0) + spent.get("hub", 0.0)
+    server_busy = class_share * cpus / split.server_cpus
+    browsers_busy = (
+        ((busy or 0.0) - class_share) * cpus / max(cpus - split.server_cpus, 1)
+        if split.server
+        else None
+    )
     pss = sorted(samples.pss_mib.values())
     result: dict[str, Any] = {
         "learners": n,
         "p50_ms": None if p50 is None else round(p50, 1),
         "p95_ms": None if p95 is None else round(p95, 1),
+        "frame_p50_p95_ms": [
+            None if x is None else round(x, 1)
+            for x in percentiles([m["frame_ms"] for m in moves if m.get("frame_ms") is not None])
+        ],
+        "stages_p50_p95_ms": stages,
         "moves": len(moves),
         "late_moves": sum(m["late_s"] > 1.0 for r in records for m in r.get("moves", [])),
         "kernel_mib": round(float(np.median(pss)), 1) if pss else None,
@@ -425,6 +587,10 @@ def row(
         "browsers_mib": round(samples.browser_pss_mib, 1),
         "cpu_busy": None if busy is None else round(busy, 3),
         "cpu_share": spent,
+        "server_cores": split.server_cpus,
+        "server_busy": round(server_busy, 3),
+        "browsers_busy": None if browsers_busy is None else round(browsers_busy, 3),
+        "cpus": split.how,
         "lost": len(lost_kernels(samples, window, killed.get("learner"))),
         "errors": sum(
             len(r.get("error_outputs", [])) + len(r.get("failures", [])) for r in records
@@ -443,6 +609,7 @@ def row(
         result["fault"] = killed | {
             "others_before_p50_p95_ms": percentiles(before),
             "others_after_p50_p95_ms": percentiles(after),
+            "others_moves_before_after": [len(before), len(after)],
             "killed_learner_failures": killed_record.get("failures", []),
         }
         # the killed learner's failed moves are the fault's, not the class's
@@ -458,36 +625,90 @@ def _errors(record: dict[str, Any]) -> int:
     return len(record.get("error_outputs", [])) + len(record.get("failures", []))
 
 
-def learners_per_core(rows: list[dict[str, Any]], cpus: int) -> float | None:
-    """The most learners per core with p95 under `P95_GOAL_MS`, no kernel lost and no error."""
-    fine = [
-        r["learners"]
-        for r in rows
-        if "fault" not in r
-        and r["p95_ms"] is not None
-        and r["p95_ms"] < P95_GOAL_MS
-        and not r["lost"]
-        and not r["errors"]
+def class_cpu_ms_per_move(r: dict[str, Any]) -> float | None:
+    """The class's CPU time (learners' servers and kernels, and the hub) per move, ms."""
+    if not r["moves"]:
+        return None
+    return 1e3 * r["server_busy"] * r["server_cores"] * r["moves_window_s"] / r["moves"]
+
+
+def paced(r: dict[str, Any], think: float) -> bool:
+    """Whether the learners kept their pace (at least 80% of a move every ``think`` s): past
+    that the browsers (one CPU here) hold them back, and the class gets less than N's load."""
+    window = r["moves_window_s"] * r["learners"]
+    return bool(window) and r["moves"] / window >= 0.8 / think
+
+
+def learners_per_core(rows: list[dict[str, Any]], think: float) -> dict[str, Any]:
+    """Learners per core of the class, p95 under `P95_GOAL_MS`, none lost, no error:
+
+    - ``by_picture``: the largest class whose whole moves (key press to redrawn picture,
+      browsers included: what the learners here saw) met it;
+    - ``by_class``: the largest class that kept its pace (`paced`) and whose own part (in
+      the kernel, the value's arrival to the frame sent, on the server's clock) met it,
+      with its CPUs under `CLASS_BUSY_MAX` busy;
+    - ``projected``: `CLASS_BUSY_MAX` of a core over one learner's CPU (the class's CPU
+      per move, median over the paced rows, a move every ``think`` s): the class a core
+      holds before its queue grows, where the browsers here cannot drive that many.
+    """
+    clean = [r for r in rows if "fault" not in r and not r["lost"] and not r["errors"]]
+
+    def best(fine: list[dict[str, Any]]) -> dict[str, Any] | None:
+        if not fine:
+            return None
+        top = max(fine, key=lambda r: r["learners"])
+        return {
+            "learners": top["learners"],
+            "per_core": round(top["learners"] / top["server_cores"], 2),
+        }
+
+    per_move = [
+        ms for r in clean if paced(r, think) and (ms := class_cpu_ms_per_move(r)) is not None
     ]
-    return max(fine) / cpus if fine else None
+    return {
+        "by_picture": best([r for r in clean if (r["p95_ms"] or np.inf) < P95_GOAL_MS]),
+        "by_class": best(
+            [
+                r
+                for r in clean
+                if paced(r, think)
+                and (r["stages_p50_p95_ms"]["in kernel"][1] or np.inf) < P95_GOAL_MS
+                and r["server_busy"] < CLASS_BUSY_MAX
+            ]
+        ),
+        "class_cpu_ms_per_move": round(float(np.median(per_move)), 1) if per_move else None,
+        "projected_per_core": round(CLASS_BUSY_MAX * think * 1e3 / float(np.median(per_move)), 1)
+        if per_move
+        else None,
+    }
 
 
 def report(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
-        "learners  p50 ms  p95 ms  moves  late  kernel+server MiB (median/max)  "
-        "CPU busy (learners/hub/browser+drivers/other)  lost  errors  Run All s (p50/p95)"
+        "learners  key press to picture p50/p95 ms  (to frame p95)  moves late  "
+        "kernel+server MiB median/max  class CPUs busy  browsers' CPU busy  lost errors  "
+        "Run All s p50/p95"
     ]
     for r in rows:
-        share = r["cpu_share"]
         run_all = r["run_all_s"]
         lines.append(
-            f"{r['learners']:8}  {_f(r['p50_ms'])}  {_f(r['p95_ms'])}  {r['moves']:5}  "
-            f"{r['late_moves']:4}  {_f(r['kernel_mib'])} / {_f(r['kernel_mib_max'])}"
-            f"{'':15}  {_pc(r['cpu_busy'])} ({_pc(share.get('learners'))}/{_pc(share.get('hub'))}/"
-            f"{_pc(share.get('browser'))}+{_pc(share.get('drivers'))}/{_pc(share.get('other'))})"
-            f"{'':10}"
-            f"{r['lost']:4}  {r['errors']:6}  {_f(run_all[0])} / {_f(run_all[1])}"
+            f"{r['learners']:8}  {_f(r['p50_ms'])} / {_f(r['p95_ms'])}{'':17}"
+            f"({_f(r['frame_p50_p95_ms'][1])})  {r['moves']:5} {r['late_moves']:4}  "
+            f"{_f(r['kernel_mib'])} / {_f(r['kernel_mib_max'])}{'':14}"
+            f"{_pc(r['server_busy']):>5} of {r['server_cores']}{'':9}{_pc(r['browsers_busy']):>5}"
+            f"{'':13}{r['lost']:4} {r['errors']:6}  {_f(run_all[0])} / {_f(run_all[1])}"
             + ("  (fault run)" if "fault" in r else "")
+        )
+        stages = r["stages_p50_p95_ms"]
+        per_move = class_cpu_ms_per_move(r)
+        rate = r["moves"] / max(r["moves_window_s"] * r["learners"], 1e-9)
+        lines.append(
+            f"          a move every {1 / rate if rate else float('inf'):.1f} s a learner; the "
+            f"class's CPU {_f(per_move).strip()} ms a move"
+        )
+        lines.append(
+            "          p50/p95 by stage, ms: "
+            + ", ".join(f"{k} {_f(v[0]).strip()}/{_f(v[1]).strip()}" for k, v in stages.items())
         )
         if "fault" in r:
             f = r["fault"]
@@ -508,17 +729,39 @@ def _pc(x: float | None) -> str:
     return "-" if x is None else f"{x:.0%}"
 
 
+def _earlier(old: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """An existing file's runs and rows (a file of one run, from before rows named their
+    run, as run 0)."""
+    if "runs" in old:
+        return old["runs"], old["rows"]
+    run = {key: old[key] for key in ("command", "cpus", "load") if key in old}
+    return [run], [r | {"run": 0} for r in old["rows"]]
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--learners", type=int, nargs="+", default=[1, 5, 10, 20, 30])
     parser.add_argument("--duration", type=float, default=180.0, help="seconds of moves")
     parser.add_argument("--think", type=float, default=2.0, help="seconds between moves")
     parser.add_argument(
+        "--arrive", type=float, default=ARRIVE_S, help="seconds between learners' logins"
+    )
+    parser.add_argument(
         "--kill", type=int, default=None, metavar="N",
         help="also a fault run with N learners: learner 0's kernel killed half-way",
     )  # fmt: skip
     parser.add_argument(
         "--machine", default=cpu_slug(), help=f"the file's name, hub-<machine>.json ({cpu_slug()})"
+    )
+    parser.add_argument(
+        "--add",
+        action="store_true",
+        help="keep the file's rows, this run's replacing those of the same N (each row names "
+        "its run: command, load)",
     )
     # one learner's driver, started by the benchmark itself
     for option in ("--drive", "--hub-url", "--password", "--cdp", "--out"):
@@ -532,8 +775,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     runs = [(n, False) for n in args.learners] + ([(args.kill, True)] if args.kill else [])
     out = REPO / "benchmarks" / "results" / f"hub-{args.machine}.json"
-    record: dict[str, Any] = {
+    this_run: dict[str, Any] = {
         "command": " ".join(["python", "benchmarks/hub_load.py", *(argv or sys.argv[1:])]),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    record: dict[str, Any] = {
         "machine": {
             "name": args.machine,
             "cpu_model": cpu_model(),
@@ -544,34 +790,68 @@ def main(argv: list[str] | None = None) -> int:
         },
         "notebook": NOTEBOOK.rpartition("/")[2],
         "think_s": args.think,
+        "arrive_s": args.arrive,
         "duration_s": args.duration,
+        "runs": [],
         "rows": [],
     }
+    if args.add and out.exists():
+        record["runs"], record["rows"] = _earlier(json.loads(out.read_text()))
+    rows: list[dict[str, Any]] = []
+    # a stop (SIGTERM, or SIGINT in the background) still ends the hub and removes its users
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _stop)
     load = MachineLoad().start()
-    with tempfile.TemporaryDirectory(prefix="hub-load-") as tmp:
-        workdir = Path(tmp)
-        with hubdriver.course_remote(workdir / "remote") as remote:
-            for n, kill in runs:
-                print(f"{n} learner(s){' (a kernel killed)' if kill else ''} ...", flush=True)
-                record["rows"].append(
-                    run_class(n, workdir, remote.url, args.duration, args.think, kill)
+    with (
+        tempfile.TemporaryDirectory(prefix="hub-load-") as tmp,
+        cpu_split() as split,
+        hubdriver.course_remote(Path(tmp) / "remote") as remote,
+    ):
+        this_run["cpus"] = split.how
+        for n, kill in runs:
+            print(f"{n} learner(s){' (a kernel killed)' if kill else ''} ...", flush=True)
+            rows.append(
+                run_class(
+                    n, Path(tmp), remote.url, args.duration, args.think, kill, split, args.arrive
                 )
-                print("\n".join(report(record["rows"][-1:])[1:]), flush=True)
+                | {"run": len(record["runs"])}
+            )
+            print("\n".join(report(rows[-1:])[1:]), flush=True)
+            _write(out, record, rows, this_run | {"complete": False}, args.think, [])
         load.stop()
-    cpus = os.cpu_count() or 1
-    record["load"] = load.record()
-    record["learners_per_core_p95_under_250ms"] = learners_per_core(record["rows"], cpus)
-    lines = [*busy_warnings(load), *report(record["rows"])]
-    lines.append(
-        f"learners per core with p95 < {P95_GOAL_MS:.0f} ms, none lost, no error: "
-        f"{record['learners_per_core_p95_under_250ms']}"
+    lines = _write(
+        out, record, rows, this_run | {"load": load.record()}, args.think, busy_warnings(load)
     )
-    record["summary"] = lines
     print("\n".join(lines))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1) + "\n")
     print(f"written to {out.relative_to(REPO)}")
     return 3 if busy_warnings(load) else 0
+
+
+def _write(
+    out: Path,
+    record: dict[str, Any],
+    rows: list[dict[str, Any]],
+    run: dict[str, Any],
+    think: float,
+    warnings: list[str],
+) -> list[str]:
+    """Write the file with this run's rows so far (after each N: a run stopped part-way keeps
+    what it measured) over the earlier rows; the summary's lines."""
+    new = {(r["learners"], "fault" in r) for r in rows}
+    kept = [r for r in record["rows"] if (r["learners"], "fault" in r) not in new]
+    merged = dict(record)
+    merged["runs"] = [*record["runs"], run]
+    merged["rows"] = sorted(kept + rows, key=lambda r: ("fault" in r, r["learners"]))
+    merged["learners_per_core_p95_under_250ms"] = learners_per_core(merged["rows"], think)
+    lines = [*warnings, *report(merged["rows"])]
+    lines.append(
+        f"learners per class core with p95 < {P95_GOAL_MS:.0f} ms, none lost, no error: "
+        f"{merged['learners_per_core_p95_under_250ms']}"
+    )
+    merged["summary"] = lines
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(merged, indent=1) + "\n")
+    return lines
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ CLOCK_SLACK_MS = 5.0
 # Installed in the notebook's kernel before the moves: stamps (epoch ms) when a control's
 # new value arrives (ipywidgets' set_state, called for each "update" message from the page)
 # and when an explorer's picture (an ipywidgets Image) sends a frame.
-_KERNEL_STAMPS = r"""
+KERNEL_STAMPS = r"""
 def _latency_stamps_install():
     import time
     import ipywidgets
@@ -293,7 +293,7 @@ def measure_notebook(browser, server, name: str, moves: int, rounds: int) -> dic
         result: dict = {"notebook": name, "browser": [], "kernel": []}
         boxes = page.controls()
         if boxes:
-            page.execute(_KERNEL_STAMPS)
+            page.execute(KERNEL_STAMPS)
         for b, box in enumerate(boxes):
             for j, control in enumerate(box):
                 samples, stages = browser_moves(page, b, j, moves)

@@ -364,10 +364,14 @@ class NotebookPage:
             handle.focus()
             self.page.wait_for_timeout(GRAB_MS)
 
-    def press(self, control: dict, key: str, timeout_ms: float = MOVE_TIMEOUT_MS) -> float | None:
+    def press(
+        self, control: dict, key: str, timeout_ms: float = MOVE_TIMEOUT_MS
+    ) -> dict[str, float | None] | None:
         """Press ``key`` on slider ``control`` (scrolled to and grabbed first, if its handle
-        is not focused) and return the ms from the key press to its figure's next draw, on
-        the page's clock; None if no draw came within ``timeout_ms``.
+        is not focused) and wait for its figure's next draw. Returns the move's times on
+        the page's clock, as `Move.page_times` (``input``, the key press; ``frame``, the
+        arrival of the frame drawn; ``draw``; ``origin``), or None if no draw came within
+        ``timeout_ms``.
 
         The lean `move`, for many learners on one machine (benchmarks/hub_load.py): no
         wait for a quiet kernel first, no pixel hashes, no readouts, and one promise that
@@ -382,12 +386,11 @@ class NotebookPage:
         if not handle.evaluate("(el) => el === document.activeElement"):
             self.scroll_to(control)
             self._grab(handle)
-        since = self.page.evaluate("() => performance.now()")
+        since = self.now()
         self.page.keyboard.press(key)
-        times = self.page.evaluate(
+        return self.page.evaluate(
             _JS_NEXT_DRAW, [control["box"], since, CHANGE_EVENTS["slider"], timeout_ms]
         )
-        return None if times is None else times["draw"] - times["input"]
 
     def quiet(self, timeout_ms: float = MOVE_TIMEOUT_MS) -> None:
         """Wait until the kernel is quiet and every frame that reached the page is painted.
