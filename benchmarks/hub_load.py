@@ -4,10 +4,12 @@ For each N (``--learners``, default 1 5 10 20 30) a fresh hub starts
 (`labdriver.hub.running_hub`: the real hub, proxy and spawner, N real system
 users), with the course served to nbgitpuller from this checkout. Each
 learner is a process of its own (``--drive``) with its own browser context
-in one shared Chromium: it logs in through the hub's form, lands on the
-course (nbgitpuller's link), opens 01, runs it all, reads for a moment, then
-moves 01's sliders, one key press every ``--think`` seconds (2), round the
-figures, for ``--duration`` seconds (180), as a class does. All start at once.
+in one shared Chromium: the learners arrive ``--arrive`` seconds apart (5),
+each logs in through the hub's form, lands on the course (nbgitpuller's
+link), opens 01, runs it all and reads for a moment; once every learner is
+ready, all move 01's sliders together, one key press every ``--think``
+seconds (2), a few presses a slider, round the figures, for ``--duration``
+seconds (180), as a class does. The file is written after each N.
 
 The machine's CPUs are split (cpuset cgroups, `cpu_split`): the hub and the
 class (the learners' servers and kernels) on CPUs 1 and up, the browsers, their
@@ -54,7 +56,6 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import random
 import shutil
 import signal
@@ -71,7 +72,7 @@ import psutil
 from latency import KERNEL_STAMPS, STAGES, move_stages  # benchmarks/latency.py
 
 import labdriver
-from attention_lib.bench.machine import MachineLoad, busy_warnings, cpu_model, cpu_slug
+from attention_lib.bench.machine import MachineLoad, busy_warnings, cpu_slug, host_record
 from labdriver import OPEN_TIMEOUT_MS
 from labdriver import hub as hubdriver
 
@@ -780,14 +781,7 @@ def main(argv: list[str] | None = None) -> int:
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     record: dict[str, Any] = {
-        "machine": {
-            "name": args.machine,
-            "cpu_model": cpu_model(),
-            "cpus": os.cpu_count(),
-            "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-        },
+        "machine": host_record(args.machine),
         "notebook": NOTEBOOK.rpartition("/")[2],
         "think_s": args.think,
         "arrive_s": args.arrive,

@@ -52,8 +52,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -62,7 +60,7 @@ from pathlib import Path
 import numpy as np
 
 import labdriver  # the browser driver (labdriver/): one way to start and drive the lab
-from attention_lib.bench.machine import MachineLoad, busy_warnings, cpu_model, cpu_slug
+from attention_lib.bench.machine import MachineLoad, busy_warnings, cpu_model, cpu_slug, host_record
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -426,13 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     record = {
         "command": " ".join(["python", "benchmarks/latency.py", *(argv or sys.argv[1:])]),
-        "machine": {
-            "name": args.machine,
-            "cpu_model": cpu_model(),
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-        },
+        "machine": host_record(args.machine),
         "load": load.record(),
         "targets_ms": {"browser_p95": BROWSER_P95_MS, "kernel_callback_p95": KERNEL_P95_MS},
         "seconds": round(time.time() - started, 1),

@@ -37,8 +37,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -49,7 +47,7 @@ import numpy as np
 import psutil
 
 import labdriver  # the browser driver (labdriver/): one way to start and drive the lab
-from attention_lib.bench.machine import MachineLoad, busy_warnings, cpu_model, cpu_slug
+from attention_lib.bench.machine import MachineLoad, busy_warnings, cpu_slug, host_record
 
 REPO = Path(__file__).resolve().parents[1]
 MiB = 2**20
@@ -279,14 +277,7 @@ def main(argv: list[str] | None = None) -> int:
 
     out = REPO / "benchmarks" / "results" / f"learner-memory-{args.machine}.json"
     record = json.loads(out.read_text()) if out.exists() else {"runs": {}}
-    record["machine"] = {
-        "name": args.machine,
-        "cpu_model": cpu_model(),
-        "cpus": os.cpu_count(),
-        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-    }
+    record["machine"] = host_record(args.machine)
     record["runs"][label] = {
         "command": " ".join(["python", "benchmarks/learner_memory.py", *(argv or sys.argv[1:])]),
         "commit": commit,

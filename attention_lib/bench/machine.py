@@ -56,6 +56,7 @@ __all__ = [
     "cpu_slug",
     "gpu_info",
     "gpu_machine_name",
+    "host_record",
     "machine_info",
     "machine_name",
 ]
@@ -89,6 +90,19 @@ def cpu_slug(model: str | None = None, cpus: int | None = None) -> str:
     name = re.sub(r"\((r|tm)\)|@.*$|\b(processor|cpu)\b", " ", name)
     slug = re.sub(r"[^a-z0-9]+", "-", name).strip("-") or "unknown"
     return f"{slug}-{os.cpu_count() if cpus is None else cpus}cpu"
+
+
+def host_record(name: str) -> dict[str, Any]:
+    """What the browser benchmarks (benchmarks/*.py) record of the machine, under ``name``
+    (the file's, `cpu_slug` by default): processor, CPUs, memory, platform, Python."""
+    return {
+        "name": name,
+        "cpu_model": cpu_model(),
+        "cpus": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
 
 
 def busy_warning() -> str | None:

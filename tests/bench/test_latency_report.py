@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -180,7 +181,7 @@ def test_results_are_named_after_the_processor(model, cpus, slug):
 
 
 def test_the_default_file_is_this_machines_processor():
-    assert latency.cpu_slug().endswith(f"-{latency.os.cpu_count()}cpu")
+    assert latency.cpu_slug().endswith(f"-{os.cpu_count()}cpu")
     assert latency.cpu_slug() == latency.cpu_slug(latency.cpu_model())
 
 
