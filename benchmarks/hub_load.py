@@ -426,7 +426,7 @@ def run_class(
 ) -> dict[str, Any]:
     """N learners on a fresh hub, arriving ``arrive`` s apart, moving together; the row."""
     names = [LEARNER.format(i) for i in range(n)]
-    folder = workdir / f"class-{n}"
+    folder = workdir / f"class-{n}{'-kill' if kill else ''}"  # its own markers (`GO`)
     folder.mkdir(parents=True, exist_ok=True)
     split.join(split.server)  # the hub, and so every learner's server and kernel
     try:
@@ -745,7 +745,9 @@ def _stop(signum: int, frame: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--learners", type=int, nargs="+", default=[1, 5, 10, 20, 30])
+    parser.add_argument(
+        "--learners", type=int, nargs="*", default=[1, 5, 10, 20, 30], help="none: --kill only"
+    )
     parser.add_argument("--duration", type=float, default=180.0, help="seconds of moves")
     parser.add_argument("--think", type=float, default=2.0, help="seconds between moves")
     parser.add_argument(
