@@ -27,6 +27,7 @@ npm, git or a writable cgroup hierarchy.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import pwd
@@ -127,6 +128,13 @@ def test_a_learners_cgroups_hold_their_limits_and_go_away(writable_cgroups):
         cgroups.remove(made)
 
 
+def _run(coroutine):
+    """asyncio.run in a thread of its own: in this process Playwright's sync API (the hub
+    tests run before these) holds an event loop in the main thread."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def _stand_in_spawner(**traits):
     """The hub's spawner with stand-ins for the hub and the user (the system user "nobody"),
     whose "server" is ``sleep``: its start and stop, without a hub."""
@@ -167,7 +175,7 @@ def test_the_spawner_starts_the_server_in_its_cgroups_and_removes_them_on_stop(
             await spawner.stop(now=True)
         return made, pid, inside, uid, limit
 
-    made, pid, inside, uid, limit = asyncio.run(start_and_stop())
+    made, pid, inside, uid, limit = _run(start_and_stop())
     assert inside == {pid}, "the server did not start in its cgroups"
     assert uid == pwd.getpwnam("nobody").pw_uid, "the server did not run as the learner"
     assert limit == str(300 * 2**20)
@@ -193,7 +201,7 @@ def test_without_a_writable_hierarchy_the_spawner_warns_and_starts_anyway(
             await spawner.stop(now=True)
 
     with caplog.at_level(logging.WARNING, logger="course-spawner-test"):
-        assert asyncio.run(start_and_stop()), "the server did not start"
+        assert _run(start_and_stop()), "the server did not start"
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("NOT enforced" in w and "read-only (test)" in w for w in warned), warned
 
