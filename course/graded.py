@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .paths import REPO
 
-__all__ = ["FOLDER", "main", "strip"]
+__all__ = ["FOLDER", "main", "solutions", "strip"]
 
 FOLDER = REPO / "teachers" / "graded"
 _FIND = (
@@ -30,8 +30,9 @@ _FIND = (
 )
 
 
-def strip(python: str) -> int:
-    """Remove the solutions from the course installed for ``python``; 0, or 1 with a reason."""
+def solutions(python: str) -> tuple[Path | None, str]:
+    """Where the course installed for ``python`` keeps its solutions (its exercises package's
+    answers.py, which may be absent: stripped), or None with the reason it cannot say."""
     found = subprocess.run(  # not from this folder: `python -c` puts the working folder first
         [python, "-c", _FIND],
         capture_output=True,
@@ -40,20 +41,26 @@ def strip(python: str) -> int:
         cwd=tempfile.gettempdir(),
     )
     if found.returncode:
-        print(f"course graded strip: {python} has no attention_lib installed", file=sys.stderr)
-        return 1
+        return None, f"{python} has no attention_lib installed"
     package = Path(found.stdout.strip()).resolve()
     if package.is_relative_to(REPO.resolve()):
-        print(
-            f"course graded strip: {python} runs the course from this checkout ({package}), "
-            "an editable install: strip a learners' environment made with pip install .",
-            file=sys.stderr,
+        return None, (
+            f"{python} runs the course from this checkout ({package}), an editable install: "
+            "strip a learners' environment made with pip install ."
         )
+    return package / "answers.py", ""
+
+
+def strip(python: str) -> int:
+    """Remove the solutions from the course installed for ``python``; 0, or 1 with a reason."""
+    answers, why = solutions(python)
+    if answers is None:
+        print(f"course graded strip: {why}", file=sys.stderr)
         return 1
-    removed = [p for p in [package / "answers.py", *package.glob("__pycache__/answers.*")]]
+    removed = [p for p in [answers, *answers.parent.glob("__pycache__/answers.*")] if p.exists()]
     for path in removed:
-        if path.exists():
-            path.unlink()
+        path.unlink()
+    package = answers.parent
     print(f"solutions removed from {package}" if removed else f"no solutions in {package}")
     return 0
 

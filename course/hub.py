@@ -15,6 +15,9 @@ The shape is The Littlest JupyterHub's, on this course's environment:
   course's JupyterLab defaults (``jupyter/labconfig``) are copied to ``<prefix>/jupyter``,
   which each learner's server puts on ``JUPYTER_CONFIG_PATH``, as ``make lab`` does.
   A stamp keyed on the pins and the course's sources skips all of it when nothing changed.
+  ``install --graded`` makes it a graded class's environment: the course's solutions
+  (``python -m course graded strip``) removed, now and after every later install or
+  ``start``, until ``install --no-graded`` puts them back.
 - ``learners add NAME...`` / ``learners remove NAME...``: system users (``useradd``,
   home mode 700, in the group ``attention-learners``; ``userdel -r``), one server and one
   home each.
@@ -37,6 +40,7 @@ import sys
 import urllib.parse
 from pathlib import Path
 
+from . import graded as course_graded
 from .paths import REPO
 from .project import pin, repository
 
@@ -60,6 +64,10 @@ BASE_PYTHON = "/usr/bin/python3"
 #: the system group of the class: `add_learner` puts each learner in it, and a hub started
 #: without a list of learners lets in its members alone (jupyterhub_config.py)
 LEARNERS_GROUP = "attention-learners"
+#: in the prefix, when the class is graded: each install strips the solutions again
+GRADED_MARKER = ".graded"
+#: the solutions' one module, in the installed course (python -m course graded strip)
+_ANSWERS = "attention_lib/lessons/exercises/answers.py"
 #: the notebook a learner lands on, relative to the course's folder in their home
 START_NOTEBOOK = "notebooks/00_start_here.ipynb"
 #: a learner's name: what useradd accepts and nothing a shell or a URL would bend
@@ -102,17 +110,45 @@ def _require_root(what: str) -> None:
         raise SystemExit(f"course hub {what}: must run as root (it makes users or writes /opt)")
 
 
-def install(prefix: Path = PREFIX, *, force: bool = False) -> Path:
+def install(prefix: Path = PREFIX, *, force: bool = False, graded: bool | None = None) -> Path:
     """Make or update the environment under ``prefix`` (see the module's docstring);
-    returns its ``jupyterhub`` command. Does nothing when the stamp matches."""
+    returns its ``jupyterhub`` command. Does nothing when the stamp matches, but for
+    ``graded``: True strips the course's solutions from it (and marks the prefix so that
+    every later install does too), False puts them back, None keeps the prefix's choice."""
     _require_root("install")
-    user = prefix / "user"
+    marker = prefix / GRADED_MARKER
+    if graded is None:
+        graded = marker.exists()
+    python = str(prefix / "user" / "bin" / "python")
     stamp = prefix / ".installed"
     key = stamp_key()
-    hub = user / "bin" / "jupyterhub"
+    hub = prefix / "user" / "bin" / "jupyterhub"
     proxy = prefix / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
-    if not force and stamp.exists() and stamp.read_text().strip() == key and proxy.exists():
-        return hub
+    current = stamp.exists() and stamp.read_text().strip() == key and proxy.exists()
+    # an ungraded class needs the solutions a graded one stripped: the course reinstalled
+    if force or not current or (not graded and not _has_solutions(prefix)):
+        _build(prefix, key)
+    if graded:
+        if course_graded.strip(python):
+            raise SystemExit(f"course hub install: could not strip the solutions from {prefix}")
+        marker.write_text("the course's solutions are stripped from user/ at each install\n")
+    else:
+        marker.unlink(missing_ok=True)
+        if not _has_solutions(prefix):
+            raise SystemExit(f"course hub install: the course's solutions are missing in {prefix}")
+    return hub
+
+
+def _has_solutions(prefix: Path) -> bool:
+    """Whether the course installed under ``prefix`` (a copy, in site-packages) holds its
+    solutions (answers.py)."""
+    return any((prefix / "user").glob(f"lib/python3*/site-packages/{_ANSWERS}"))
+
+
+def _build(prefix: Path, key: str) -> None:
+    """Make or update the environment under ``prefix``, then write its stamp, ``key``."""
+    user = prefix / "user"
+    stamp = prefix / ".installed"
     if not Path(BASE_PYTHON).exists():
         raise SystemExit(f"course hub install: {BASE_PYTHON} is missing (apt-get install python3)")
     prefix.mkdir(parents=True, exist_ok=True)
@@ -144,7 +180,6 @@ def install(prefix: Path = PREFIX, *, force: bool = False) -> Path:
     shutil.copytree(REPO / "jupyter" / "labconfig", settings / "labconfig")
     subprocess.run(["chmod", "-R", "a+rX", str(prefix)], check=True)
     stamp.write_text(key + "\n")
-    return hub
 
 
 def add_learner(name: str) -> Path:
@@ -276,6 +311,13 @@ def main(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     do = sub.add_parser("install", help="make or update the environment under --prefix")
     do.add_argument("--force", action="store_true", help="reinstall even if the stamp matches")
+    do.add_argument(
+        "--graded",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a graded class: the course's solutions stripped from the learners' environment, "
+        "now and at every later install (--no-graded: put them back; default: as it was)",
+    )
     do = sub.add_parser("start", help="start the hub (installs first if needed)")
     do.add_argument("--ip", default="127.0.0.1", help="address to listen on (%(default)s)")
     do.add_argument("--port", type=int, default=8000)
@@ -291,7 +333,7 @@ def main(argv: list[str]) -> int:
     do.add_argument("--branch", default="main")
     args = parser.parse_args(argv)
     if args.command == "install":
-        print(install(args.prefix, force=args.force))
+        print(install(args.prefix, force=args.force, graded=args.graded))
     elif args.command == "start":
         return _start(args)
     elif args.command == "learners":

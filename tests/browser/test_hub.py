@@ -11,6 +11,8 @@ logs in through the hub's login form and lands, through the course's nbgitpuller
 - security: one learner cannot reach the other's server, files or hub API, with their
   cookies or their token; no request without credentials is served; only the teacher is an
   admin; everything listens on 127.0.0.1; homes are the learner's own (mode 700);
+- a graded class: ``hub install --graded`` leaves the learners' Python no solution, through
+  a later reinstall too, and ``--no-graded`` brings them back;
 - updates: the link again after a course commit brings the new 05 and keeps the learner's
   saved 02 work; a deleted notebook comes back; a malformed link or a missing branch says
   so and changes nothing;
@@ -396,6 +398,45 @@ def test_a_bad_link_says_so_and_changes_nothing(change, outcome, message, hub, l
     after = tree_digest(home(ADA))
     changed = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
     assert {p for p in changed if not p.startswith(".")} == set(), changed
+
+
+# -- a graded class -----------------------------------------------------------------------
+
+_FIND_ANSWERS = (
+    "import importlib.util as u; "
+    "print(u.find_spec('attention_lib.lessons.exercises.answers') is not None)"
+)
+
+
+def _learner_reaches_solutions(name: str) -> bool:
+    """Whether learner ``name``'s Python on the hub (their kernels') can import the solutions."""
+    python = course_hub.PREFIX / "user" / "bin" / "python"
+    done = subprocess.run(
+        ["runuser", "-u", name, "--", str(python), "-c", _FIND_ANSWERS],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd="/",
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip() == "True"
+
+
+def test_a_graded_class_leaves_the_learners_no_solution(hub):
+    """``hub install --graded``: the learners' environment holds no solution, and keeps none
+    through a later install (``start`` installs first); ``--no-graded`` reinstalls the
+    course's copy, solutions included. Last of the module's hub: the reinstall replaces the
+    course under the learners' running servers."""
+    assert _learner_reaches_solutions(ADA)
+    try:
+        assert course_hub.main(["install", "--graded"]) == 0
+        assert not _learner_reaches_solutions(ADA)
+        assert course_hub.main(["install"]) == 0  # as `hub start` does: still graded
+        assert not _learner_reaches_solutions(ADA)
+    finally:
+        assert course_hub.main(["install", "--no-graded"]) == 0
+    assert _learner_reaches_solutions(ADA)
+    assert not (course_hub.PREFIX / course_hub.GRADED_MARKER).exists()
 
 
 # -- the teacher's own command, with PAM ----------------------------------------------------

@@ -70,3 +70,64 @@ def test_learner_names_that_useradd_or_a_url_would_bend_are_refused(monkeypatch)
     for bad in ["Alice", "a b", "../x", "x;rm", "-x"]:
         with pytest.raises(ValueError, match="learner name"):
             hub.add_learner(bad)
+
+
+@pytest.fixture
+def fake_prefix(monkeypatch, tmp_path):
+    """A hub prefix whose build writes the course's copy with its solutions (no pip), and a
+    strip that removes them as `course.graded.strip` does; the builds and strips counted."""
+    calls = {"build": 0, "strip": 0}
+    answers = tmp_path / "user/lib/python3.11/site-packages/attention_lib/lessons/exercises"
+
+    def build(prefix, key):
+        calls["build"] += 1
+        answers.mkdir(parents=True, exist_ok=True)
+        (answers / "answers.py").write_text("SOLUTION = 1\n")
+        (prefix / "proxy/node_modules/.bin").mkdir(parents=True, exist_ok=True)
+        (prefix / "proxy/node_modules/.bin/configurable-http-proxy").touch()
+        (prefix / ".installed").write_text(key + "\n")
+
+    def strip(python):
+        assert python == str(tmp_path / "user/bin/python")
+        calls["strip"] += 1
+        (answers / "answers.py").unlink(missing_ok=True)
+        return 0
+
+    monkeypatch.setattr(hub, "_require_root", lambda what: None)
+    monkeypatch.setattr(hub, "_build", build)
+    monkeypatch.setattr(hub.course_graded, "strip", strip)
+    return tmp_path, answers / "answers.py", calls
+
+
+def test_a_graded_hub_strips_the_solutions_at_every_install_until_told_otherwise(fake_prefix):
+    prefix, answers, calls = fake_prefix
+    hub.install(prefix)
+    assert answers.exists() and calls == {"build": 1, "strip": 0}
+    hub.install(prefix)  # the stamp matches: nothing to do
+    assert answers.exists() and calls == {"build": 1, "strip": 0}
+    hub.install(prefix, graded=True)
+    assert not answers.exists() and calls == {"build": 1, "strip": 1}
+    assert (prefix / hub.GRADED_MARKER).exists()
+    hub.install(prefix, force=True)  # a reinstall (a course update, then `start`): still graded
+    assert not answers.exists() and calls == {"build": 2, "strip": 2}
+    hub.install(prefix, graded=False)  # the solutions come back with the course's copy
+    assert answers.exists() and calls == {"build": 3, "strip": 2}
+    assert not (prefix / hub.GRADED_MARKER).exists()
+    hub.install(prefix)
+    assert answers.exists() and calls == {"build": 3, "strip": 2}
+
+
+def test_a_failed_strip_stops_the_install(fake_prefix, monkeypatch):
+    prefix, answers, _ = fake_prefix
+    monkeypatch.setattr(hub.course_graded, "strip", lambda python: 1)
+    with pytest.raises(SystemExit, match="could not strip the solutions"):
+        hub.install(prefix, graded=True)
+    assert answers.exists()
+
+
+def test_the_install_command_takes_graded_and_no_graded(monkeypatch):
+    seen = []
+    monkeypatch.setattr(hub, "install", lambda prefix, force, graded: seen.append(graded) or "hub")
+    for flags in ([], ["--graded"], ["--no-graded"]):
+        assert hub.main(["install", *flags]) == 0
+    assert seen == [None, True, False]
