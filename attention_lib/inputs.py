@@ -56,6 +56,7 @@ documented semantics; we keep one rule for every size and value):
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +71,7 @@ from .backend import (
     namespace,
     reference_dtype,
     require_floating,
+    torch_threads,
 )
 
 __all__ = [
@@ -470,7 +472,11 @@ def wide_scores(spec: AttentionSpec) -> bool:
         return False
     if 0 in (*query.shape, *key.shape):
         return False
-    norms = [float(xp.max(xp.linalg.vector_norm(_values(x), axis=-1))) for x in (query, key)]
+    # On one thread: torch's CPU threads spin for milliseconds after a parallel operation,
+    # on the cores the tiled path's workers take next (issue 40: its forward pass was
+    # 8-15% slower for it on 2 cores; the pass itself is under 1% of the forward).
+    with torch_threads(1) if is_torch_array(query) else contextlib.nullcontext():
+        norms = [float(xp.max(xp.linalg.vector_norm(_values(x), axis=-1))) for x in (query, key)]
     bound = abs(spec.scale) * norms[0] * norms[1]
     return not bound <= FLOAT32_SCORE_BOUND  # NaN too
 

@@ -119,3 +119,21 @@ def test_nothing_widens_on_a_device_without_float64():
         assert not has_float64(q)
         assert not wide_scores(check(q, k, k, None, False, 50.0, False))
         assert reference_dtype(torch, torch.float32, q) == torch.float32
+
+
+def test_the_bound_is_read_on_one_thread_and_the_callers_count_is_kept(monkeypatch):
+    """torch's CPU threads spin for milliseconds after a parallel operation, on the cores
+    the tiled path's workers take straight after: the norms run on the caller's thread."""
+    seen = []
+    norm = torch.linalg.vector_norm
+
+    def counted(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return norm(*args, **kwargs)
+
+    monkeypatch.setattr(torch.linalg, "vector_norm", counted)
+    before = torch.get_num_threads()
+    q, k = (torch.randn(1, 8, 2048, 64) for _ in range(2))
+    assert not wide_scores(check(q, k, k, None, False, None, False))
+    assert seen == [1, 1]
+    assert torch.get_num_threads() == before
