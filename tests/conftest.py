@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import matplotlib
 import pytest
-from support import LIBS
+from support import LIBS, stop_on_sigterm
 
 matplotlib.use("Agg")  # explorers are driven in-process, without a display
+
+
+def pytest_configure(config):
+    stop_on_sigterm()  # a terminated run still stops the servers and browsers it started
 
 
 @pytest.fixture(params=LIBS)

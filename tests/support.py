@@ -1,6 +1,10 @@
-"""Seeded inputs in numpy or torch, and the PyTorch oracle, for the library's tests."""
+"""Seeded inputs in numpy or torch, and the PyTorch oracle, for the library's tests; and
+the run's own SIGTERM handling (`stop_on_sigterm`)."""
 
 from __future__ import annotations
+
+import signal
+import threading
 
 import numpy as np
 
@@ -371,3 +375,19 @@ def without_float64():
     stack.enter_context(lacking("cpu"))
     stack.enter_context(float64_guard())
     return stack
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM (a CI job's timeout, ``kill``) end a pytest run as Ctrl-C does.
+
+    pytest then tears its fixtures down: the JupyterLab servers, kernels, browsers, hubs
+    and system users they made go with the run. Python's default for SIGTERM ends the
+    process at once, and a soak stopped that way left its JupyterLab, Notebook 7 server
+    and a kernel running. Only the main thread may set a handler (root conftest.py).
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"stopped by signal {signum}")
