@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         help="results folder (default: the ratio benchmark's for this CPU)",
     )
     args = parser.parse_args(argv)
+    if args.rounds < 2:
+        parser.error(f"--rounds {args.rounds}: at least 2 (each case's spread needs two)")
     base_commit = commit_of(args.base)
     head = subprocess.run(
         ["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True, text=True

@@ -54,3 +54,9 @@ def test_a_case_gives_both_ratios_to_sdpa_and_the_change_per_round(base):
 def test_an_unknown_revision_is_refused_by_name():
     with pytest.raises(SystemExit, match="'no-such-revision' is not a commit of this repository"):
         compare_commits.commit_of("no-such-revision")
+
+
+def test_fewer_than_two_rounds_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        compare_commits.main(["HEAD", "--rounds", "1"])
+    assert "--rounds 1: at least 2" in capsys.readouterr().err
