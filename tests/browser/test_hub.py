@@ -12,7 +12,7 @@ logs in through the hub's login form and lands, through the course's nbgitpuller
   cookies or their token; no request without credentials is served; only the teacher is an
   admin; everything listens on 127.0.0.1; homes are the learner's own (mode 700);
 - a graded class: ``hub install --graded`` leaves the learners' Python no solution, through
-  a later reinstall too, and ``--no-graded`` brings them back;
+  a later install too, and ``--no-graded`` brings them back;
 - updates: the link again after a course commit brings the new 05 and keeps the learner's
   saved 02 work; a deleted notebook comes back; a malformed link or a missing branch says
   so and changes nothing;
