@@ -85,9 +85,11 @@ __all__ = [
     "check_number",
     "default_scale",
     "materialise",
+    "may_widen",
     "positive_integer",
     "positive_number",
     "prepare",
+    "scores_past_bound",
     "wide_scores",
 ]
 
@@ -459,25 +461,53 @@ def wide_scores(spec: AttentionSpec) -> bool:
     A score's rounding error is about eps * |score|, and the weights inherit it:
     at a scale of 50 the float32 tiled path was 9% of random cases past
     FlashAttention's 2x rule, up to 23x PyTorch's error, where PyTorch's own
-    rounding happened to cancel (issue 40). The bound is Cauchy-Schwarz's,
-    scale * max |q_i| * max |k_j| (one pass over the inputs); above
+    rounding happened to cancel (issue 40). The bound is Cauchy-Schwarz's
+    (`scores_past_bound`, one pass over the inputs); above
     `FLOAT32_SCORE_BOUND` (a default scale on unit-variance inputs stays
     near 15 at E = 64 and 128) the tiled paths compute in float64, as the
     reference path always does (`backend.reference_dtype`). Non-finite
     inputs count as wide (their exact route then runs in float64). False
-    for other dtypes and on a device without float64.
+    for other dtypes and on a device without float64 (`may_widen`).
+
+    The fused tiles do not call this before they start: their work items
+    check the same bound on their own rows and keys, as they read them
+    anyway (`attention_lib.flash.fused_tiles`).
     """
-    xp, query, key = spec.xp, spec.query, spec.key
-    if query.dtype != xp.float32 or reference_dtype(xp, query.dtype, query) == query.dtype:
-        return False
-    if 0 in (*query.shape, *key.shape):
+    if not may_widen(spec):
         return False
     # On one thread: torch's CPU threads spin for milliseconds after a parallel operation,
     # on the cores the tiled path's workers take next (issue 40: its forward pass was
     # 8-15% slower for it on 2 cores; the pass itself is under 1% of the forward).
-    with torch_threads(1) if is_torch_array(query) else contextlib.nullcontext():
-        norms = [float(xp.max(xp.linalg.vector_norm(_values(x), axis=-1))) for x in (query, key)]
-    bound = abs(spec.scale) * norms[0] * norms[1]
+    with torch_threads(1) if is_torch_array(spec.query) else contextlib.nullcontext():
+        return scores_past_bound(spec.xp, spec.scale, spec.query, spec.key)
+
+
+def may_widen(spec: AttentionSpec) -> bool:
+    """Whether `wide_scores` could be True for ``spec``, without reading its values:
+    float32 inputs on a device with float64, no array empty."""
+    xp, query, key = spec.xp, spec.query, spec.key
+    if query.dtype != xp.float32 or reference_dtype(xp, query.dtype, query) == query.dtype:
+        return False
+    return 0 not in (*query.shape, *key.shape)
+
+
+def scores_past_bound(xp: Any, scale: float, query: Any, key: Any, per_entry: bool = False) -> bool:
+    """Whether scale * max_i |q_i| * max_j |k_j|, a bound on every score of ``query``'s
+    rows (..., L, E) against ``key``'s (..., S, E), may pass `FLOAT32_SCORE_BOUND`.
+
+    Over all rows and keys at once; ``per_entry``: for each batch entry (one
+    head, say) its own rows against its own keys, the two arrays' batch
+    dimensions then equal, so that one head's large queries and another's
+    large keys do not add up. True when the bound is NaN or infinite (a
+    non-finite input). Neither array empty.
+    """
+    q_norm, k_norm = (
+        xp.max(xp.linalg.vector_norm(_values(x), axis=-1), axis=-1) for x in (query, key)
+    )  # (...): the longest row of each batch entry
+    if per_entry:
+        bound = abs(scale) * float(xp.max(q_norm * k_norm))
+    else:
+        bound = abs(scale) * float(xp.max(q_norm)) * float(xp.max(k_norm))
     return not bound <= FLOAT32_SCORE_BOUND  # NaN too
 
 

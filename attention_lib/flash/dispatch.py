@@ -23,6 +23,7 @@ from ..inputs import (
     AttentionSpec,
     check,
     materialise,
+    may_widen,
     positive_integer,
     wide_scores,
 )
@@ -79,6 +80,32 @@ def _torch_tiles(
     from .torch_tiled import torch_tiled_attention
 
     return torch_tiled_attention(problem, block_q, block_k)
+
+
+def _fused_float32(
+    spec: AttentionSpec, block_q: int | None, block_k: int | None, tile_kernel: str
+) -> Any:
+    """The fused tiles' float32 output (..., L, Ev) for a float32 call that may widen, with
+    the float32 bound checked in their work items; None where that does not apply, or where
+    an item finds its scores past the bound or a value not finite.
+
+    `wide_scores` decides float32 or float64 before the tiles, from one pass
+    over the query and key on one thread: about 3% of the forward at L = 2048,
+    E = 64, causal (0.6 of 19-20 ms, 2 cores, `benchmarks/compare_commits.py`).
+    The fused tiles' items read the same rows and keys for their finite check;
+    there each checks the bound on its own part (each head's rows against
+    that head's keys: a tighter bound, the same rule), on the workers'
+    threads. Past it, the whole call is decided again by `wide_scores`, so
+    every head of one call computes in one dtype.
+    """
+    if tile_kernel == "ops" or not is_torch_array(spec.query) or not may_widen(spec):
+        return None
+    from . import fused_tiles
+
+    problem = materialise(spec)  # float32, no copy; grouped heads repeated
+    if fused_tiles.eligible(problem) is not None:
+        return None
+    return fused_tiles.fused_tiles_attention(problem, block_q, block_k, bounded=True)
 
 
 def flash_attention(
@@ -188,6 +215,8 @@ def flash_attention(
             return triton_attention(spec, plan, block_q, block_k)  # the caller's tensors
         if backend == "triton":
             raise plan
+    if (out := _fused_float32(spec, block_q, block_k, tile_kernel)) is not None:
+        return out  # (..., L, Ev), float32 as the caller's
     problem = materialise(spec, exact=wide_scores(spec))  # upcast, grouped heads repeated
     if is_torch_array(problem.query):
         out = _torch_tiles(problem, block_q, block_k, tile_kernel)  # (..., L, Ev)

@@ -61,7 +61,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from ..backend import namespace, prod
-from ..inputs import AttentionProblem
+from ..inputs import AttentionProblem, scores_past_bound
 from ..nonfinite import add_compensated
 from . import workers
 from .tiles import all_finite, first_row, key_blocks, query_blocks
@@ -106,7 +106,8 @@ Tile = tuple[tuple[int, int], tuple[int, int], bool]
 
 
 class NotFinite(Exception):
-    """The fused tiles' output is not finite: the call is run again on the torch operations."""
+    """An input or the fused tiles' output is not finite, or (``bounded``) a score may
+    outgrow float32: `fused_tiles_attention` gives None, and its caller decides again."""
 
 
 def default_blocks(is_causal: bool) -> tuple[int, int]:
@@ -267,7 +268,12 @@ def _heads(x: torch.Tensor, heads: tuple[int, int]) -> torch.Tensor:
 
 @torch.no_grad()
 def _forward(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, tiles: list[Tile], scale: float
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    tiles: list[Tile],
+    scale: float,
+    bounded: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """out (1, N, L, Ev) and lse (1, N, L) from query (1, N, L, E), key and value (1, N, S, E).
 
@@ -281,6 +287,12 @@ def _forward(
     milliseconds (libgomp's ``GOMP_SPINCOUNT``), and on a 2-core machine a
     spinning thread takes a core from the workers (at L = 2048 the checks
     on the caller's threads cost about a tenth of the forward pass).
+    ``bounded``: each item also checks that its scores stay within float32's
+    bound (`attention_lib.inputs.scores_past_bound`, each head's rows against
+    its keys, in the pass the finite check makes over them), and raises
+    `NotFinite` past it. Per head, so that the decision does not depend on
+    how many heads an item holds (the threads); it depends on the row blocks
+    (``block_q``), as the order of the sums does.
     """
     kernel = getattr(torch.ops.aten, _FORWARD)
     out = value.new_empty((*query.shape[:-1], value.shape[-1]))  # (1, N, L, Ev)
@@ -295,7 +307,12 @@ def _forward(
         out_h, lse_h = _heads(out, heads), _heads(lse, heads)
         block_rows = block[0][0]  # the first tile starts at key 0 and holds all the block's rows
         carry = torch.zeros_like(_rows(lse_h, block_rows)) if len(block) > 1 else None  # (1, h, bq)
-        if not all_finite(_XP, _rows(q_h, block_rows), k_h, v_h):  # every item: all keys
+        if bounded:  # the norms are finite only where the rows and keys are
+            if scores_past_bound(_XP, scale, _rows(q_h, block_rows), k_h, per_entry=True):
+                raise NotFinite
+            if not all_finite(_XP, v_h):
+                raise NotFinite
+        elif not all_finite(_XP, _rows(q_h, block_rows), k_h, v_h):  # every item: all keys
             raise NotFinite
         for rows, cols, causal in block:
             q, k, v = _rows(q_h, rows), _rows(k_h, cols), _rows(v_h, cols)  # (1, h, bq|bk, E)
@@ -359,11 +376,11 @@ def _backward(
 class FusedTilesFunction(torch.autograd.Function):
     """Attention on (1, N, n, E) views, tile by tile on the fused kernel, with its backward.
 
-    ``apply(query, key, value, tiles, scale)``: query (1, N, L, E), key and
-    value (1, N, S, E), ``tiles`` from `fused_tiles`. Returns out (1, N, L,
-    E). Saves the inputs, the output and one number per row (lse), never
-    the (L, S) weights. Raises `NotFinite` when an input or the output is
-    not finite.
+    ``apply(query, key, value, tiles, scale, bounded)``: query (1, N, L, E),
+    key and value (1, N, S, E), ``tiles`` from `fused_tiles`. Returns out
+    (1, N, L, E). Saves the inputs, the output and one number per row (lse),
+    never the (L, S) weights. Raises `NotFinite` when an input or the output
+    is not finite, or (``bounded``) a score may outgrow float32 (`_forward`).
     Not twice differentiable.
     """
 
@@ -375,8 +392,9 @@ class FusedTilesFunction(torch.autograd.Function):
         value: torch.Tensor,
         tiles: list[Tile],
         scale: float,
+        bounded: bool = False,
     ) -> torch.Tensor:
-        out, lse = _forward(query, key, value, tiles, scale)
+        out, lse = _forward(query, key, value, tiles, scale, bounded)
         ctx.save_for_backward(query, key, value, out, lse)
         ctx.tiles, ctx.scale = tiles, scale
         return out
@@ -385,11 +403,11 @@ class FusedTilesFunction(torch.autograd.Function):
     @once_differentiable
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
         grads = _backward(ctx.saved_tensors, grad_out, ctx.tiles, ctx.scale)
-        return (*grads, None, None)
+        return (*grads, None, None, None)
 
 
 def fused_tiles_attention(
-    problem: AttentionProblem, block_q: int | None, block_k: int | None
+    problem: AttentionProblem, block_q: int | None, block_k: int | None, bounded: bool = False
 ) -> torch.Tensor | None:
     """The fused tiles' output (*batch, L, E) for an `eligible` problem, or None.
 
@@ -399,8 +417,9 @@ def fused_tiles_attention(
     kernel scales q k^T after the product and gives a row of NaN scores
     zeros: with a NaN or infinite scale its rows would be finite where the
     rule, and PyTorch's math backend, give NaN.) ``block_q``/``block_k``
-    None take `default_blocks`. Differentiable with respect to query, key
-    and value.
+    None take `default_blocks`. ``bounded``: None also when a work item's
+    scores may outgrow float32 (`_forward`). Differentiable with respect to
+    query, key and value.
     """
     if not math.isfinite(problem.scale):
         return None
@@ -415,7 +434,7 @@ def fused_tiles_attention(
         problem.is_causal,
     )
     try:
-        out = FusedTilesFunction.apply(*inputs, tiles, problem.scale)  # (1, N, L, E)
+        out = FusedTilesFunction.apply(*inputs, tiles, problem.scale, bounded)  # (1, N, L, E)
     except NotFinite:
         return None
     return out.view(problem.shape)  # (*batch, L, E)

@@ -22,7 +22,7 @@ import torch
 from support import make
 
 import attention_lib as al
-from attention_lib.backend import has_float64, reference_dtype
+from attention_lib.backend import has_float64, reference_dtype, torch_threads
 from attention_lib.flash.accuracy import forward_check, gradient_checks
 from attention_lib.inputs import FLOAT32_SCORE_BOUND, check, wide_scores
 
@@ -137,3 +137,72 @@ def test_the_bound_is_read_on_one_thread_and_the_callers_count_is_kept(monkeypat
     assert not wide_scores(check(q, k, k, None, False, None, False))
     assert seen == [1, 1]
     assert torch.get_num_threads() == before
+
+
+# ------------------------------------------- the fused tiles check the bound in their items
+
+
+def _heads(*rows):
+    """(1, H, 16, 8) float32 from one (norm of q rows, norm of k rows) scale per head."""
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, len(rows), 16, 8, generator=g) for _ in range(3))
+    for h, (q_scale, k_scale) in enumerate(rows):
+        q[:, h] *= q_scale
+        k[:, h] *= k_scale
+    return q, k, v
+
+
+def _float32_fused(q, k, v, bounded=False):
+    """The fused tiles in float32, the bound checked in the items or (by default) not."""
+    from attention_lib.flash.fused_tiles import fused_tiles_attention
+    from attention_lib.inputs import materialise
+
+    problem = materialise(check(q, k, v, None, False, None, False))
+    return fused_tiles_attention(problem, None, None, bounded=bounded)
+
+
+def test_a_narrow_call_on_the_fused_tiles_makes_no_pass_before_them(monkeypatch):
+    """The up-front pass was 3% of the forward at L = 2048, E = 64, causal: the items check."""
+    from attention_lib.flash import dispatch, fused_tiles
+
+    def refused(spec):
+        raise AssertionError("wide_scores ran before the fused tiles")
+
+    checked = []
+    real = fused_tiles.scores_past_bound
+
+    def counted(*args, **kwargs):
+        checked.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dispatch, "wide_scores", refused)
+    monkeypatch.setattr(fused_tiles, "scores_past_bound", counted)
+    q, k, v = _heads((1, 1), (1, 1))
+    out = al.flash_attention(q, k, v)
+    assert checked == [{"per_entry": True}]  # one item (a small problem): its heads' own
+    torch.testing.assert_close(out, _float32_fused(q, k, v), rtol=0, atol=0)
+
+
+def test_one_wide_head_sends_the_whole_call_to_float64():
+    """Head 1's scores pass the bound; head 0's do not, and still compute in float64 (one
+    dtype per call), exactly as the float64 call rounded once."""
+    q, k, v = _heads((1, 1), (30, 1))
+    out = al.flash_attention(q, k, v)
+    widened = al.flash_attention(q.double(), k.double(), v.double()).float()
+    torch.testing.assert_close(out, widened, rtol=0, atol=0)
+    assert _float32_fused(q, k, v, bounded=True) is None  # the items refuse it in float32 ...
+    narrow = _float32_fused(q[:, :1], k[:, :1], v[:, :1])  # ... and head 0 alone differs
+    assert not torch.equal(narrow, widened[:, :1])
+
+
+def test_the_items_bound_is_each_heads_own():
+    """Large queries in head 0 and large keys in head 1: the bound over the whole call is
+    past float32's (`wide_scores`), each head's is not, and the fused tiles stay float32,
+    whether the two heads are one work item (one thread) or two."""
+    q, k, v = _heads((3, 1), (1, 3))
+    assert wide_scores(check(q, k, v, None, False, None, False))
+    for threads in (1, 2):
+        with torch_threads(threads):
+            out = al.flash_attention(q, k, v)
+        torch.testing.assert_close(out, _float32_fused(q, k, v), rtol=0, atol=0)
+    assert forward_check("tiled", q, k, v).passed
