@@ -5,8 +5,11 @@ compare two runs: on a shared machine their ratios to SDPA moved by up to 17%
 either way with no change to the code in between, so a change of a few percent
 cannot be read from them. This times the three calls side by side instead,
 case by case, in the way `attention_lib.bench.ratios` times its own
-(`ratios._alternate`: turns that flip order every round, each call after a
-short rest): ``BASE``'s `flash_attention` (its ``attention_lib`` taken out of
+(`ratios._alternate`: each call after a short rest, the rounds in
+`ratios.balanced_orders`, so that each of the three follows each equally
+often; the order flipped every round put this tree's call always in the
+middle, never after itself, and made it 6-17% slower than BASE's on the
+same code): ``BASE``'s `flash_attention` (its ``attention_lib`` taken out of
 git into a temporary folder and imported under another name), this tree's, and
 PyTorch's ``scaled_dot_product_attention``. Whatever the machine does, it does
 to all three within a round.
@@ -20,7 +23,7 @@ machine and its load, to
 ``benchmarks/results/<machine>/compare-<base>-<head>.json``.
 
     python benchmarks/compare_commits.py BASE [--lengths 2048 4096] [--widths 64 128]
-                                              [--rounds 15] [--machine NAME]
+                                              [--rounds 18] [--machine NAME]
 """
 
 from __future__ import annotations
@@ -145,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("base", help="the earlier commit (any git revision)")
     parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096])
     parser.add_argument("--widths", type=int, nargs="+", default=[64, 128])
-    parser.add_argument("--rounds", type=int, default=15, help="timings of each path per case")
+    parser.add_argument(
+        "--rounds", type=int, default=18, help="timings of each path per case (6 orders: 18)"
+    )
     parser.add_argument(
         "--machine",
         default=None,
