@@ -195,14 +195,26 @@ def test_one_wide_head_sends_the_whole_call_to_float64():
     assert not torch.equal(narrow, widened[:, :1])
 
 
-def test_the_items_bound_is_each_heads_own():
+def test_the_items_bound_is_each_heads_own(monkeypatch):
     """Large queries in head 0 and large keys in head 1: the bound over the whole call is
     past float32's (`wide_scores`), each head's is not, and the fused tiles stay float32,
     whether the two heads are one work item (one thread) or two."""
+    from attention_lib.flash import fused_tiles
+
+    items = []
+    real = fused_tiles.scores_past_bound
+    monkeypatch.setattr(fused_tiles, "PARALLEL_MIN_SCORES", 0)  # a head an item on 2 threads
+    monkeypatch.setattr(
+        fused_tiles,
+        "scores_past_bound",
+        lambda *a, **kw: items.append(a[2].shape) or real(*a, **kw),
+    )
     q, k, v = _heads((3, 1), (1, 3))
     assert wide_scores(check(q, k, v, None, False, None, False))
-    for threads in (1, 2):
+    for threads, shapes in ((1, [(1, 2, 16, 8)]), (2, [(1, 1, 16, 8)] * 2)):
+        items.clear()
         with torch_threads(threads):
             out = al.flash_attention(q, k, v)
+        assert items == shapes  # the rows each item checked: both heads, or one
         torch.testing.assert_close(out, _float32_fused(q, k, v), rtol=0, atol=0)
     assert forward_check("tiled", q, k, v).passed
