@@ -26,7 +26,9 @@ first by choosing its box's other options, as a learner would):
 Each browser move is also split into four stages that add up to its latency
 (`STAGES`, `move_stages`), from stamps the page and the kernel take: the
 change reaching the kernel, the kernel's work until it sends the frame, the
-frame reaching the page, and the page decoding and painting it.
+frame reaching the page, and the page decoding and painting it. The kernel
+also stamps its garbage collections, and each move says how much of its
+time in the kernel they took (`GC`).
 
 Prints p50 and p95 per control against the targets (p95 under 100 ms in the
 browser, under 60 ms for the whole kernel callback, frame included) and
@@ -76,6 +78,7 @@ READ_MS = 1000
 
 # The four stages of a browser move, which add up to its latency (`move_stages`).
 STAGES = ("to kernel", "in kernel", "to page", "to screen")
+GC = "of which gc"  # the kernel's garbage collections within "in kernel"
 # The page's and the kernel's clocks are both the system's, read as epoch ms; a stamp a few
 # ms before the input still counts as after it (moves are far more than this apart).
 CLOCK_SLACK_MS = 5.0
@@ -88,7 +91,18 @@ def _latency_stamps_install():
     import time
     import ipywidgets
 
-    stamps = {"received": [], "sent": []}
+    import gc
+
+    stamps = {"received": [], "sent": [], "gc": []}  # gc: [start, end] of each collection
+    started = []
+
+    def stamped_gc(phase, info):
+        if phase == "start":
+            started[:] = [time.time() * 1e3]
+        elif started:
+            stamps["gc"].append([started[0], time.time() * 1e3])
+
+    gc.callbacks.append(stamped_gc)
     set_state = ipywidgets.Widget.set_state
     send_state = ipywidgets.Widget.send_state
 
@@ -198,7 +212,10 @@ def percentiles(samples: list[float]) -> dict[str, float | int | None]:
 
 
 def move_stages(
-    page_times: dict[str, float | None], received: list[float], sent: list[float]
+    page_times: dict[str, float | None],
+    received: list[float],
+    sent: list[float],
+    collections: list[list[float]] | None = None,
 ) -> dict[str, float] | None:
     """One move's latency split into `STAGES` (ms, adding up to it); None where a stamp is missing.
 
@@ -207,6 +224,9 @@ def move_stages(
     ``sent``: the kernel's stamps (epoch ms) of control values received and
     frames sent. The change is the first value received from the input on;
     the frame the last one sent before the painted frame reached the page.
+    With ``collections`` (the kernel's garbage collections, [start, end] in
+    epoch ms), also ``"of which gc"``: the part of "in kernel" they took
+    (not a stage of its own: the stages still add up to the latency).
     """
     if any(page_times.get(key) is None for key in ("origin", "input", "frame", "draw")):
         return None
@@ -220,7 +240,11 @@ def move_stages(
     if not left:
         return None
     times = (t_input, arrived[0], left[-1], frame, draw)
-    return {stage: b - a for stage, (a, b) in zip(STAGES, itertools.pairwise(times), strict=True)}
+    stages = {stage: b - a for stage, (a, b) in zip(STAGES, itertools.pairwise(times), strict=True)}
+    if collections is not None:
+        start, end = arrived[0] + origin, left[-1] + origin
+        stages[GC] = sum(max(0.0, min(b, end) - max(a, start)) for a, b in collections)
+    return stages
 
 
 def browser_moves(
@@ -253,7 +277,9 @@ def browser_moves(
             latencies.append(move.latency_ms)
             page_times.append(move.page_times)
     stamps = json.loads(page.execute("_latency_stamps_take()").splitlines()[-1])
-    return latencies, [move_stages(t, stamps["received"], stamps["sent"]) for t in page_times]
+    return latencies, [
+        move_stages(t, stamps["received"], stamps["sent"], stamps["gc"]) for t in page_times
+    ]
 
 
 def enable(page: labdriver.NotebookPage, box: int, j: int) -> bool:
@@ -300,6 +326,7 @@ def measure_notebook(browser, server, name: str, moves: int, rounds: int) -> dic
                     | percentiles(samples)
                     | {"samples_ms": [round(s, 1) for s in samples]}
                     | {"stages_p50_ms": stage_medians(stages)}
+                    | {"gc_max_ms": max((s[GC] for s in stages if s is not None), default=None)}
                     | {
                         "stages_ms": [
                             None if s is None else {k: round(v, 1) for k, v in s.items()}
@@ -352,13 +379,17 @@ def report(results: list[dict], load: MachineLoad | None = None) -> list[str]:
                 f"n={r['n']:2} p50 {_fmt(r['p50'])} p95 {_fmt(r['p95'])} "
                 f"first {_fmt((r.get('samples_ms') or [None])[0])} ms{flag}"
             )
-    lines.append(f"where the browser's time goes: p50 of each stage, ms ({', '.join(STAGES)})")
+    lines.append(
+        f"where the browser's time goes: p50 of each stage, ms ({', '.join(STAGES)}); "
+        "the most any move spent in the kernel's garbage collections"
+    )
     for nb in results:
         for r in nb["browser"]:
             medians = r.get("stages_p50_ms") or {}
             stages = "  ".join(f"{stage} {_fmt(medians.get(stage))}" for stage in STAGES)
             lines.append(
                 f"  {nb['notebook'][:28]:28} box {r['box']} {r['description'][:34]:34} {stages}"
+                f"  (gc, slowest move {_fmt(r.get('gc_max_ms'))})"
             )
     lines.append(
         f"kernel: whole callback, update and frame (target p95 < {KERNEL_P95_MS:.0f} ms); "

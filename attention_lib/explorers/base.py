@@ -23,6 +23,7 @@ shows the Image's saved picture with a one-line note.
 
 from __future__ import annotations
 
+import gc
 import html
 import threading
 from typing import Any
@@ -34,7 +35,15 @@ from matplotlib.figure import Figure
 
 from .canvas import STILL_NOTE, ExplorerCanvas, data_url, frame_png, png_bytes, still_css
 
-__all__ = ["DRAWING", "Explorer", "ExplorerBox", "StillBox", "key_weight_bars", "still_html"]
+__all__ = [
+    "DRAWING",
+    "Explorer",
+    "ExplorerBox",
+    "StillBox",
+    "key_weight_bars",
+    "settle_long_lived",
+    "still_html",
+]
 
 #: Held while an explorer draws. A front end may send widget messages to a kernel subshell
 #: (JupyterLab 4.6's default, "commsOverSubshells"), which ipykernel 7 runs on a thread of
@@ -129,6 +138,7 @@ class Explorer:
             with DRAWING:
                 if self._background is None:
                     self._draw_background()
+            settle_long_lived()  # idle now: the next collection walks only newer objects
 
         timer.add_callback(prepare)
         timer.start()
@@ -245,6 +255,23 @@ class Explorer:
         and anti-aliased text look the same.
         """
         return png_bytes(self.fig, colours=256)
+
+
+def settle_long_lived() -> None:
+    """Collect garbage now, then leave every object that survives out of later collections.
+
+    A kernel that has run a notebook holds some 200,000 objects that live as
+    long as it does (torch, matplotlib, the explorers). A full collection walks
+    them all, 65 ms on the 2-core course machine, at a moment the interpreter
+    picks: one landed inside a move of 01's volume slider (116 ms against a
+    median of 53; benchmarks/latency.py's "of which gc"). Frozen
+    (`gc.freeze`), they are skipped, and later collections walk only newer
+    objects. Unfrozen and collected first, so that garbage frozen at an earlier
+    call (a figure of a cell run again) is freed here rather than kept for good.
+    """
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
 
 
 class StillBox(widgets.VBox):

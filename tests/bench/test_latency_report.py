@@ -143,6 +143,19 @@ def test_a_moves_four_stages_add_up_to_its_latency():
     assert list(stages) == list(latency.STAGES)
 
 
+def test_the_kernels_collections_within_its_stage_are_counted_apart():
+    page = {"origin": ORIGIN, "input": 100.0, "frame": 170.0, "draw": 195.0}
+    received, sent = [ORIGIN + 104.0], [ORIGIN + 160.0]  # in kernel: 104 to 160
+    # one before the change arrived, one straddling its arrival, one inside, one after
+    collections = [
+        [ORIGIN + a, ORIGIN + b] for a, b in ((90, 95), (100, 110), (120, 150), (165, 168))
+    ]
+    stages = latency.move_stages(page, received, sent, collections)
+    assert stages is not None and stages[latency.GC] == 6.0 + 30.0
+    assert sum(stages[s] for s in latency.STAGES) == page["draw"] - page["input"]
+    assert latency.move_stages(page, received, sent, [])[latency.GC] == 0.0
+
+
 def test_a_kernel_stamp_a_little_before_the_input_still_counts_and_missing_stamps_give_none():
     page = {"origin": ORIGIN, "input": 100.0, "frame": 170.0, "draw": 195.0}
     early = latency.move_stages(page, [ORIGIN + 97.0], [ORIGIN + 150.0])  # clocks 3 ms apart
