@@ -88,6 +88,13 @@ ARRIVE_S = 5.0
 GO = "go"  # the file, in the class's folder, that starts every learner's moves
 MOVE_TIMEOUT_MS = 60_000  # a move with no redraw by then is a failure
 PRESSES_PER_SLIDER = 5  # a learner tries a slider a few steps before the next one
+# Learners in a browser; the rest of a class speak to their servers on the wire
+# (labdriver.wire): the same logins, pulls, kernels, cells and widget messages, with no page.
+# A browser context holds about 430 MiB and a tenth of a CPU per move (5 took 0.75 of the
+# browsers' CPU, 10 all of it), and in a class they run on the learners' own machines: 30 of
+# them here would take 13 GiB and the CPU the class is measured on. Five give the picture's
+# latency while the class's load grows.
+BROWSERS = 5
 # In a class the browsers run on the learners' own machines, not on the hub's. Here they
 # share it, so the machine's CPUs are split (cpusets): CPU 0 for the browsers, their
 # drivers and this benchmark; the others for the hub and the class, which the rows'
@@ -146,6 +153,90 @@ def drive(args: argparse.Namespace) -> int:
         record["failures"].append(f"{type(error).__name__}: {error}"[:2000])
     Path(args.out).write_text(json.dumps(record))
     return 0
+
+
+def drive_wire(args: argparse.Namespace) -> int:
+    """One learner on the wire (`labdriver.wire`), the same steps as `drive`'s: log in, land
+    on the course, run 01, read, then move with the class. Their moves time the key press to
+    the frame's arrival (``frame_ms``: no page draws it, so ``ms`` is None)."""
+    from labdriver.wire import WireLearner  # the learner's moves: `_move_wire_for`
+
+    record: dict[str, Any] = {"learner": args.drive, "wire": True, "moves": [], "failures": []}
+    rng = random.Random(args.drive)
+    learner = None
+    try:
+        learner = WireLearner.log_in(args.hub_url, args.drive, args.password)
+        record["logged_in_at"] = time.time()
+        learner.open(NOTEBOOK)
+        record["run_all_s"], record["error_outputs"] = learner.run_all(timeout=1800)
+        learner.execute(KERNEL_STAMPS)
+        time.sleep(READ_S)
+        out = Path(args.out)
+        out.with_suffix(".ready").write_text(str(time.time()))
+        while not (out.parent / GO).exists():
+            time.sleep(0.2)
+        _move_wire_for(learner, args.duration, args.think, rng, record)
+        printed, _ = learner.execute("_latency_stamps_take()")
+        stamps = json.loads(printed.splitlines()[-1])
+        for move in record["moves"]:
+            move["stages"] = move_stages(move.pop("page_times"), stamps["received"], stamps["sent"])
+            if move["stages"] is not None:
+                del move["stages"]["to screen"]  # nothing is drawn: the arrival is the end
+    except Exception as error:  # recorded: the parent counts it as an error of this learner
+        record["failures"].append(f"{type(error).__name__}: {error}"[:2000])
+    finally:
+        if learner is not None:
+            learner.close()
+    Path(args.out).write_text(json.dumps(record))
+    return 0
+
+
+def _move_wire_for(
+    learner: Any, duration: float, think: float, rng: random.Random, record: dict[str, Any]
+) -> None:
+    """`_move_for`'s moves, on the wire: the same pace, order and turns at a slider's ends;
+    a kernel that restarted gets Run All again."""
+    from labdriver.wire import slider_position
+
+    sliders = learner.sliders()
+    if not sliders:
+        raise RuntimeError(f"{NOTEBOOK} shows no slider after Run All")
+    turn = rng.randrange(len(sliders))
+    directions: dict[str, int] = {}
+    start = since = time.time()
+    record["moves_from"] = start
+    due = start + rng.uniform(0, think)
+    presses, restarts = 0, learner.restarts
+    while time.time() < start + duration:
+        time.sleep(max(0.0, due - time.time()))
+        if learner.restarts != restarts:
+            record.setdefault("restarts", []).append(time.time())
+            learner.run_all(timeout=1800)
+            learner.execute(KERNEL_STAMPS)
+            for move in record["moves"]:
+                move["page_times"] = {}  # stamps of a dead kernel: no stages
+            sliders, restarts, due = learner.sliders(), learner.restarts, time.time()
+            continue
+        slider = sliders[(turn + presses // PRESSES_PER_SLIDER) % len(sliders)]
+        presses += 1
+        state, position = slider.state, slider_position(slider.state, slider.model)
+        direction = directions.get(slider.comm_id, 1)
+        if position >= state["max"] - 1e-9:
+            direction = -1
+        elif position <= state["min"] + 1e-9:
+            direction = 1
+        directions[slider.comm_id] = direction
+        at = time.time()
+        times = learner.press(slider, direction, timeout=MOVE_TIMEOUT_MS / 1e3)
+        if times is None:
+            record["failures"].append(f"move at {at - since:.1f} s: no frame in 60 s")
+        else:
+            record["moves"].append(
+                {"at": at, "late_s": at - due, "ms": None,
+                 "frame_ms": times["frame"] - times["input"], "page_times": times}
+            )  # fmt: skip
+        due = max(due + think, time.time())
+    record["moves_to"] = time.time()
 
 
 @dataclass
@@ -423,8 +514,10 @@ def run_class(
     kill: bool,
     split: CpuSplit,
     arrive: float = ARRIVE_S,
+    browsers: int = BROWSERS,
 ) -> dict[str, Any]:
-    """N learners on a fresh hub, arriving ``arrive`` s apart, moving together; the row."""
+    """N learners on a fresh hub, arriving ``arrive`` s apart, moving together; the row.
+    The first ``browsers`` drive a browser context each, the others the wire."""
     names = [LEARNER.format(i) for i in range(n)]
     folder = workdir / f"class-{n}{'-kill' if kill else ''}"  # its own markers (`GO`)
     folder.mkdir(parents=True, exist_ok=True)
@@ -447,6 +540,7 @@ def run_class(
                 sys.executable, __file__, "--drive", name, "--hub-url", hub.url,
                 "--password", hub.password, "--cdp", cdp, "--duration", str(duration),
                 "--think", str(think), "--out", str(folder / f"{name}.json"),
+                *(["--wire"] if i >= browsers else []),
             ]  # fmt: skip
             log = (folder / f"{name}.log").open("w")
             drivers.append(
@@ -532,17 +626,21 @@ def row(
     seconds: float,
     split: CpuSplit,
 ) -> dict[str, Any]:
-    """The row for N learners: latency, memory, CPU in the moves' window, lost, errors."""
-    moves = [m for r in records for m in r.get("moves", []) if m["ms"] is not None]
-    p50, p95 = percentiles([m["ms"] for m in moves])
+    """The row for N learners: latency, memory, CPU in the moves' window, lost, errors.
+
+    The picture's latency (``p50_ms``, ``p95_ms``) is the browser learners'; the frame's
+    arrival and the stages are every learner's (the wire learners' have no "to screen")."""
+    moves = [m for r in records for m in r.get("moves", [])]
+    p50, p95 = percentiles([m["ms"] for m in moves if m["ms"] is not None])
     staged = [m["stages"] for m in moves if m.get("stages")]
     stages = {
         stage: [
             round(x, 1) if x is not None else None
-            for x in percentiles([st[stage] for st in staged])
+            for x in percentiles([st[stage] for st in staged if stage in st])
         ]
         for stage in STAGES
     }
+    wire = sum(bool(r.get("wire")) for r in records)
     window = (
         min((r.get("moves_from", np.inf) for r in records), default=0.0),
         max((r.get("moves_to", 0.0) for r in records), default=0.0),
@@ -571,6 +669,8 @@ def row(
     pss = sorted(samples.pss_mib.values())
     result: dict[str, Any] = {
         "learners": n,
+        "browser_learners": n - wire,
+        "wire_learners": wire,
         "p50_ms": None if p50 is None else round(p50, 1),
         "p95_ms": None if p95 is None else round(p95, 1),
         "frame_p50_p95_ms": [
@@ -703,9 +803,12 @@ def report(rows: list[dict[str, Any]]) -> list[str]:
         stages = r["stages_p50_p95_ms"]
         per_move = class_cpu_ms_per_move(r)
         rate = r["moves"] / max(r["moves_window_s"] * r["learners"], 1e-9)
+        browsers = r.get("browser_learners", r["learners"])
         lines.append(
-            f"          a move every {1 / rate if rate else float('inf'):.1f} s a learner; the "
-            f"class's CPU {_f(per_move).strip()} ms a move"
+            f"          {browsers} in a browser, {r['learners'] - browsers} on the wire (their "
+            f"moves end at the frame's arrival); a move every "
+            f"{1 / rate if rate else float('inf'):.1f} s a learner; the class's CPU "
+            f"{_f(per_move).strip()} ms a move"
         )
         lines.append(
             "          p50/p95 by stage, ms: "
@@ -767,11 +870,17 @@ def main(argv: list[str] | None = None) -> int:
         "its run: command, load)",
     )
     # one learner's driver, started by the benchmark itself
+    parser.add_argument(
+        "--browsers", type=int, default=BROWSERS, metavar="K",
+        help=f"learners in a browser (the first K of each class; the rest on the wire: "
+        f"labdriver.wire); default {BROWSERS}",
+    )  # fmt: skip
     for option in ("--drive", "--hub-url", "--password", "--cdp", "--out"):
         parser.add_argument(option, help=argparse.SUPPRESS)
+    parser.add_argument("--wire", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.drive:
-        return drive(args)
+        return drive_wire(args) if args.wire else drive(args)
     reason = hubdriver.hub_missing()
     if reason:
         print(f"cannot start a hub here: {reason}", file=sys.stderr)
@@ -808,7 +917,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{n} learner(s){' (a kernel killed)' if kill else ''} ...", flush=True)
             rows.append(
                 run_class(
-                    n, Path(tmp), remote.url, args.duration, args.think, kill, split, args.arrive
+                    n,
+                    Path(tmp),
+                    remote.url,
+                    args.duration,
+                    args.think,
+                    kill,
+                    split,
+                    args.arrive,
+                    args.browsers,
                 )
                 | {"run": len(record["runs"])}
             )

@@ -74,6 +74,29 @@ def test_a_row_takes_every_learners_moves_and_counts_their_errors():
     assert r["browsers_busy"] == pytest.approx(0.4)
 
 
+def _wire_move(at: float, frame_ms: float) -> dict:
+    stages = {stage: frame_ms / 3 for stage in hub_load.STAGES if stage != "to screen"}
+    return {"at": at, "late_s": 0.0, "ms": None, "frame_ms": frame_ms, "stages": stages}
+
+
+def test_a_wire_learners_moves_count_for_the_frame_and_the_class_but_not_the_picture():
+    records = [
+        {"learner": "a", "moves": [_move(100 + i, 10.0 * (i + 1)) for i in range(10)],
+         "moves_from": 100.0, "moves_to": 110.0, "run_all_s": 5.0, "failures": []},
+        {"learner": "b", "wire": True, "moves": [_wire_move(100 + i, 1000.0) for i in range(10)],
+         "moves_from": 100.0, "moves_to": 110.0, "run_all_s": 5.0, "failures": []},
+    ]  # fmt: skip
+    r = _row(records)
+    assert (r["browser_learners"], r["wire_learners"]) == (1, 1)
+    assert r["moves"] == 20  # the class's load: both learners' moves
+    assert r["p95_ms"] == pytest.approx(95.5)  # the picture: the browser's 10..100 ms alone
+    assert r["frame_p50_p95_ms"][1] == 1000.0  # the frame's arrival: every learner's
+    # "to screen" is the browser's alone; the other stages are both learners'
+    assert r["stages_p50_p95_ms"]["to screen"] == [13.8, 23.9]  # 2.5..25 ms
+    assert r["stages_p50_p95_ms"]["in kernel"][1] == pytest.approx(333.3)
+    assert any("1 in a browser, 1 on the wire" in line for line in hub_load.report([r]))
+
+
 def test_a_kill_splits_the_others_moves_and_leaves_out_the_killed_learners_failures():
     records = [
         {"learner": "a", "moves": [_move(100 + i, 50.0) for i in range(4)],

@@ -47,6 +47,7 @@ from course import hub as course_hub
 from course.hub import pull_link
 from labdriver import OPEN_TIMEOUT_MS
 from labdriver import hub as hubdriver
+from labdriver.wire import WireLearner, slider_position
 
 pytestmark = [pytest.mark.hub, pytest.mark.slow]
 
@@ -147,6 +148,22 @@ def test_each_learner_runs_01_draws_and_moves(name, hub, learners, chromium):
         folder=NOTEBOOKS,
         context=learners[name],
     )
+
+
+def test_a_learner_on_the_wire_goes_through_the_same_doors(hub, learners):
+    """The class-load benchmark's learners beyond its browsers (`labdriver.wire`): the login
+    form, the landing link's pull, a session in their home, Run All, a slider's frame."""
+    learner = WireLearner.log_in(hub.url, BOB, hub.password)
+    try:
+        learner.open(f"{NOTEBOOKS}{QUICK}")
+        _, errors = learner.run_all()
+        assert errors == []
+        slider = learner.sliders()[0]
+        at_max = slider_position(slider.state, slider.model) >= slider.state["max"]
+        assert learner.press(slider, -1 if at_max else 1) is not None
+        assert learner.last_frame.startswith(b"\x89PNG")
+    finally:
+        learner.shut_down()  # the tests after this one expect no kernel of 01's
 
 
 # -- security -----------------------------------------------------------------------------
