@@ -3,8 +3,10 @@
 For each N (``--learners``, default 1 5 10 20 30) a fresh hub starts
 (`labdriver.hub.running_hub`: the real hub, proxy and spawner, N real system
 users), with the course served to nbgitpuller from this checkout. Each
-learner is a process of its own (``--drive``) with its own browser context
-in one shared Chromium: the learners arrive ``--arrive`` seconds apart (5),
+learner is a process of its own (``--drive``): the first ``--browsers`` (5)
+with their own browser context in one shared Chromium, the others on the wire
+(`labdriver.wire`: the same login, pull, kernel, cells and widget messages
+with no page, `BROWSERS` says why). The learners arrive ``--arrive`` seconds apart (5),
 each logs in through the hub's form, lands on the course (nbgitpuller's
 link), opens 01, runs it all and reads for a moment; once every learner is
 ready, all move 01's sliders together, one key press every ``--think``
@@ -23,8 +25,9 @@ Measured per N, while the learners move (from the first learner's first move
 to the last learner's last):
 
 - slider latency, key press to redrawn picture on the page's own clock
-  (`labdriver.NotebookPage.press`), p50 and p95 over every learner's moves;
-  to the frame's arrival in the page; and by stage (`latency.STAGES`: to the
+  (`labdriver.NotebookPage.press`), p50 and p95 over the browser learners' moves;
+  to the frame's arrival in the page (or, on the wire, at the learner), over
+  every learner's; and by stage (`latency.STAGES`: to the
   kernel, in it, to the page, to the screen), from stamps the page and the
   kernel take (`latency.KERNEL_STAMPS`);
 - memory per learner: the PSS of their kernel plus their server, the largest
