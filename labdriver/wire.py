@@ -30,7 +30,9 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import queue
 import struct
+import threading
 import time
 import urllib.parse
 import uuid
@@ -120,7 +122,9 @@ class WireLearner:
         self.session_id = uuid.uuid4().hex
         self.ws: Any = None
         self.kernel_id: str | None = None
-        self.widgets: dict[str, Widget] = {}
+        self.widgets: dict[str, Widget] = {}  # kept by the reader thread (`_read`)
+        self._lock = threading.Lock()  # held while the widgets change or are walked
+        self._inbox: queue.Queue = queue.Queue()
         self.restarts = 0  # the kernel restarted under us (it died: the server started one)
         self.last_frame = b""  # the PNG of the last frame `press` waited for
 
@@ -232,6 +236,9 @@ class WireLearner:
             f"{k}: {v}" for k, v in request.headers.items() if k in ("Cookie", "Authorization")
         ]
         self.ws = websocket.create_connection(url, header=headers, timeout=timeout)
+        self.ws.settimeout(None)  # the reader blocks until a message or the close
+        self._inbox = queue.Queue()
+        threading.Thread(target=self._read, name=f"wire-{self.name}", daemon=True).start()
         self._wait(
             lambda m: m["msg_type"] == "kernel_info_reply",
             self._send("kernel_info_request", {}),
@@ -279,10 +286,27 @@ class WireLearner:
         )
         return msg_id
 
-    def _receive(self, timeout: float) -> dict[str, Any]:
-        """The next message, its widget news kept (`widgets`), a restart counted."""
-        self.ws.settimeout(timeout)
-        msg = parse_frame(self.ws.recv())
+    def _read(self) -> None:
+        """The reader thread: every message as it arrives, stamped (``received``, epoch ms),
+        its widget news kept (`widgets`), a restart counted, then queued for `_wait`.
+        Reading all the time also answers the server's pings: a socket left unread while
+        the learner reads the page (a minute, waiting for the class) was closed."""
+        while True:
+            try:
+                frame = self.ws.recv()
+            except Exception as error:  # closed, by us or the server
+                self._inbox.put(error)
+                return
+            if not frame:  # websocket-client's answer to a close frame
+                self._inbox.put(WireError("the server closed the kernel's websocket"))
+                return
+            msg = parse_frame(frame)
+            msg["received"] = time.time() * 1e3
+            with self._lock:
+                self._absorb(msg)
+            self._inbox.put(msg)
+
+    def _absorb(self, msg: dict[str, Any]) -> None:
         msg["msg_type"] = msg.get("msg_type") or msg["header"]["msg_type"]
         content = msg.get("content", {})
         if msg["msg_type"] == "comm_open" and content.get("target_name") == "jupyter.widget":
@@ -302,20 +326,22 @@ class WireLearner:
             "autorestarting",
         ):
             self.restarts += 1
-        return msg
 
     def _wait(self, done: Any, parent: str, timeout: float, into: list | None = None) -> dict:
-        """Receive until ``done(msg)`` for a reply to ``parent``; messages with that parent go
-        into ``into`` meanwhile. WireError if the time runs out first."""
+        """Take messages until ``done(msg)`` for a reply to ``parent``; messages with that
+        parent go into ``into`` meanwhile. WireError if the time runs out first."""
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise WireError(f"no answer to {parent} in {timeout:.0f} s")
             try:
-                msg = self._receive(left)
-            except Exception as error:  # websocket's timeout, or the socket closed
-                raise WireError(f"waiting for an answer to {parent}: {error!r}") from error
+                msg = self._inbox.get(timeout=left)
+            except queue.Empty:
+                continue
+            if isinstance(msg, Exception):
+                self._inbox.put(msg)  # the socket stays closed for every later wait
+                raise WireError(f"waiting for an answer to {parent}: {msg!r}")
             if msg.get("parent_header", {}).get("msg_id") != parent:
                 continue
             if into is not None:
@@ -368,6 +394,10 @@ class WireLearner:
 
     def sliders(self) -> list[Widget]:
         """The enabled sliders of every explorer the kernel shows, in the boxes' order."""
+        with self._lock:
+            return self._sliders()
+
+    def _sliders(self) -> list[Widget]:
         found = []
         for box in self.widgets.values():
             if EXPLORER_CLASS not in box.state.get("_dom_classes", []):
@@ -413,6 +443,6 @@ class WireLearner:
             reply = self._wait(frame, parent, timeout)
         except WireError:
             return None
-        arrived = time.time() * 1e3
+        arrived = reply["received"]
         self.last_frame = reply["buffers"][0] if reply.get("buffers") else b""
         return {"origin": 0.0, "input": at, "frame": arrived, "draw": arrived}

@@ -9,6 +9,7 @@ kernel holds the value sent, and the frame that answers it is a new PNG.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from jupyter_server.services.kernels.connection.base import serialize_binary_message
@@ -89,3 +90,21 @@ def test_execute_gives_what_a_cell_printed_and_the_error_it_raised(lab):
         assert errors == ["ZeroDivisionError: division by zero"]
     finally:
         learner.close()
+
+
+def test_a_learner_who_reads_for_a_while_keeps_its_kernels_socket(tmp_path):
+    """The server closes a websocket whose pings go unanswered (here after 1.5 s; 90 s by
+    default, less than a class waits for its last learner): the learner answers them while
+    it reads, and its next cell runs."""
+    root = labdriver.copy_notebooks(tmp_path / "notebooks")
+    pings = "--ServerApp.tornado_settings={'ws_ping_interval': 300, 'ws_ping_timeout': 1500}"
+    with labdriver.running_lab(
+        tmp_path, token=labdriver.random_token(), root_dir=root, extra_args=[pings]
+    ) as server:
+        learner = WireLearner.with_token(server.url, server.token)
+        try:
+            learner.open("00_start_here.ipynb")
+            time.sleep(4.0)  # reading, sending nothing
+            assert learner.execute("print(6 * 7)") == ("42\n", [])
+        finally:
+            learner.close()
