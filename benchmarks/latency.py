@@ -133,10 +133,10 @@ _latency_stamps = _latency_stamps_install()
 
 _KERNEL_TIMING = r"""
 def _latency_in_kernel(rounds):
-    import gc, json, time
+    import json, time
     import numpy as np
     import ipywidgets as w
-    from attention_lib.explorers.base import Explorer
+    from attention_lib.explorers.base import live_explorers
 
     def values_of(c):
         if isinstance(c, w.Checkbox):
@@ -149,11 +149,8 @@ def _latency_in_kernel(rounds):
             return list(np.linspace(c.min, c.max, 12).astype(type(c.value)))
         return []
 
-    import warnings
-    gc.collect()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        explorers = [o for o in gc.get_objects() if isinstance(o, Explorer)]
+    explorers = live_explorers()  # frozen ones included, which gc.get_objects() leaves out
+
     def enable(e, c):
         # a control disabled at the start (the multiplier c outside the custom rule): the
         # options of the explorer's other choice controls, in turn, until it is enabled

@@ -73,7 +73,9 @@ def _memory_holds():
     figures = 0
     if "matplotlib.figure" in sys.modules:
         from matplotlib.figure import Figure
+        gc.unfreeze()  # the explorers freeze what lives long (explorers/base.py): count it
         figures = sum(isinstance(o, Figure) for o in gc.get_objects())
+        gc.freeze()
     print(json.dumps({"torch_loaded": "torch" in sys.modules, "modules": len(sys.modules),
                       "live_figures": figures}))
 _memory_holds()

@@ -46,7 +46,7 @@ def _browser_test_probe(inputs_by_class, full=True):
     from matplotlib.collections import QuadMesh
     from matplotlib.patches import Rectangle
 
-    from attention_lib.explorers.base import Explorer
+    from attention_lib.explorers.base import live_explorers
 
     def plain(x):
         if isinstance(x, dict):
@@ -82,12 +82,8 @@ def _browser_test_probe(inputs_by_class, full=True):
             ],
         }
 
-    import warnings
-
-    gc.collect()
-    with warnings.catch_warnings():  # isinstance on every object can trip lazy-module warnings
-        warnings.simplefilter("ignore")
-        explorers = [o for o in gc.get_objects() if isinstance(o, Explorer)]
+    gc.collect()  # an explorer of a cell run again, if nothing holds it any more
+    explorers = live_explorers()  # frozen ones included, which gc.get_objects() leaves out
     result = []
     for e in explorers:
         names = {id(v): k for k, v in vars(e).items()}

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import gc
 import html
+import itertools
 import threading
+import weakref
 from typing import Any
 
 import ipywidgets as widgets
@@ -41,6 +43,7 @@ __all__ = [
     "ExplorerBox",
     "StillBox",
     "key_weight_bars",
+    "live_explorers",
     "settle_long_lived",
     "still_html",
 ]
@@ -49,6 +52,18 @@ __all__ = [
 #: (JupyterLab 4.6's default, "commsOverSubshells"), which ipykernel 7 runs on a thread of
 #: its own beside the cells and the event loop's timers; matplotlib assumes one thread.
 DRAWING = threading.RLock()
+
+
+# Every explorer made in this process and still alive, by the order they were made. The
+# kernel-side probes (labdriver's, the latency benchmark's) find them here: once frozen
+# (`settle_long_lived`) they are no longer among gc.get_objects().
+_LIVE: weakref.WeakValueDictionary[int, Explorer] = weakref.WeakValueDictionary()
+_MADE = itertools.count()
+
+
+def live_explorers() -> list[Explorer]:
+    """Every explorer this process made that is still alive, oldest first."""
+    return [explorer for _, explorer in sorted(_LIVE.items())]
 
 
 class Explorer:
@@ -73,6 +88,7 @@ class Explorer:
     def _make_figure(self, **kwargs: Any) -> Figure:
         """A new figure (``Figure(**kwargs)``) on its own canvas (`ExplorerCanvas`), unknown
         to pyplot, and the Image that will show it."""
+        _LIVE[next(_MADE)] = self
         self.fig = Figure(**kwargs)
         ExplorerCanvas(self.fig)
         self.picture = widgets.Image(format="png")

@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import pytest
 
 from attention_lib.explorers import VolumeKnobExplorer
-from attention_lib.explorers.base import settle_long_lived
+from attention_lib.explorers.base import live_explorers, settle_long_lived
 
 
 @pytest.fixture(autouse=True)
@@ -68,3 +68,13 @@ def test_what_one_settle_froze_and_was_dropped_since_is_freed_by_the_next():
     del a, b
     settle_long_lived()
     assert cycle() is None
+
+
+def test_frozen_explorers_are_still_found_oldest_first():
+    """The kernel-side probes (labdriver's, the latency benchmark's) list the explorers;
+    gc.get_objects() leaves frozen ones out, `live_explorers` does not."""
+    first, second = VolumeKnobExplorer(), VolumeKnobExplorer()
+    prepared_on_idle(first)
+    assert not tracked(first) and not tracked(second)
+    found = live_explorers()
+    assert found.index(first) < found.index(second)
