@@ -26,6 +26,10 @@ By job:
   system learners, each logged in through the hub in a browser context of their own
   (`hub.running_hub`, `hub.log_in`, `hub.course_remote`), for the hub tests, the
   class-load benchmark and the fault tests.
+- `wire` (imported as ``labdriver.wire``: `WireLearner`): a learner with no browser, on
+  Jupyter's own protocol (the hub's login form, nbgitpuller's pull, a session, the
+  kernel's websocket, Run All, a slider's widget message and the frame that answers it),
+  for the class-load benchmark's learners beyond its browsers.
 - `sources`: the JavaScript the page runs, kept in ``js/*.js``, and the
   kernel's program, loaded from their files. `repo`: where the course is.
 
