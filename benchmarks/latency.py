@@ -386,7 +386,7 @@ def report(results: list[dict], load: MachineLoad | None = None) -> list[str]:
             stages = "  ".join(f"{stage} {_fmt(medians.get(stage))}" for stage in STAGES)
             lines.append(
                 f"  {nb['notebook'][:28]:28} box {r['box']} {r['description'][:34]:34} {stages}"
-                f"  (gc, slowest move {_fmt(r.get('gc_max_ms'))})"
+                f"  (gc at most {_fmt(r.get('gc_max_ms'))})"
             )
     lines.append(
         f"kernel: whole callback, update and frame (target p95 < {KERNEL_P95_MS:.0f} ms); "
