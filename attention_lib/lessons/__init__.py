@@ -21,6 +21,8 @@ here, and the explorers above call it for their numbers.
                    random features' error, sigmoid and differential maps
     figures/       every still figure, in one style
     printing       how a lesson prints a rounding-level difference, and a table
+    environment    notebook 00's check of the versions and of numpy against torch, run in a
+                   second Python so that the learner's kernel never holds torch
 
 The functions that train or run a model (in saturation, alternatives'
 `sink_experiment`) import torch when called; importing a module here does not.

@@ -4,7 +4,8 @@ Memory sizes a class's hub (``benchmarks/learner_memory.py`` measures it per
 learner). These tests pin what was cut, by what the kernel holds, not by a
 number of bytes measured on this machine:
 
-- notebooks 01 and 02 read the trained model in numpy (`attention_lib.model.weights`):
+- notebooks 01 and 02 read the trained model in numpy (`attention_lib.model.weights`),
+  and 00 checks torch in a second Python (`attention_lib.lessons.environment`):
   after their code cells have run in a fresh interpreter, torch is not loaded
   (it cost each kernel about 150 MiB);
 - the corpus the model reads holds one string per word, shared by its 50,000
@@ -65,7 +66,8 @@ def run_code_cells(notebook: str) -> dict:
 
 
 @pytest.mark.parametrize(
-    "notebook", ["01_beginner_crowded_room.ipynb", "02_developer_scaling.ipynb"]
+    "notebook",
+    ["00_start_here.ipynb", "01_beginner_crowded_room.ipynb", "02_developer_scaling.ipynb"],
 )
 def test_the_first_notebooks_run_without_torch(notebook):
     held = run_code_cells(notebook)
