@@ -845,6 +845,16 @@ def _earlier(old: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, 
     return [run], [r | {"run": 0} for r in old["rows"]]
 
 
+def _named_runs(
+    runs: list[dict[str, Any]], rows: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Only the runs a row names, renumbered in their order: a run whose rows were all
+    measured again leaves the file with them (its load no longer describes any row)."""
+    named = sorted({r["run"] for r in rows})
+    number = {old: new for new, old in enumerate(named)}
+    return [runs[i] for i in named], [r | {"run": number[r["run"]]} for r in rows]
+
+
 def _stop(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -956,8 +966,9 @@ def _write(
     new = {(r["learners"], "fault" in r) for r in rows}
     kept = [r for r in record["rows"] if (r["learners"], "fault" in r) not in new]
     merged = dict(record)
-    merged["runs"] = [*record["runs"], run]
-    merged["rows"] = sorted(kept + rows, key=lambda r: ("fault" in r, r["learners"]))
+    merged["runs"], merged["rows"] = _named_runs(
+        [*record["runs"], run], sorted(kept + rows, key=lambda r: ("fault" in r, r["learners"]))
+    )
     merged["learners_per_core_p95_under_250ms"] = learners_per_core(merged["rows"], think)
     lines = [*warnings, *report(merged["rows"])]
     lines.append(

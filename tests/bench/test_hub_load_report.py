@@ -171,3 +171,11 @@ def test_an_earlier_file_of_one_run_becomes_run_0():
                      "load": {"busy": False}}]  # fmt: skip
     assert rows == [{"learners": 1, "run": 0}, {"learners": 5, "run": 0}]
     assert hub_load._earlier({"runs": runs, "rows": rows}) == (runs, rows)
+
+
+def test_a_run_whose_rows_were_all_measured_again_leaves_the_file():
+    runs = [{"command": "busy day"}, {"command": "idle day"}, {"command": "today"}]
+    rows = [{"learners": 1, "run": 2}, {"learners": 10, "run": 1}]  # run 0's row, 1, redone
+    kept, renumbered = hub_load._named_runs(runs, rows)
+    assert kept == [{"command": "idle day"}, {"command": "today"}]
+    assert renumbered == [{"learners": 1, "run": 1}, {"learners": 10, "run": 0}]
