@@ -12,8 +12,10 @@ The shape is The Littlest JupyterHub's, on this course's environment:
   The hub runs from the same environment: one set of pins, and the hub and the learners'
   servers are the same JupyterHub version, as they must be. configurable-http-proxy
   comes from npm (teachers/hub/package.json pins it) into ``<prefix>/proxy``. The
-  course's JupyterLab defaults (``jupyter/labconfig``) are copied to ``<prefix>/jupyter``,
-  which each learner's server puts on ``JUPYTER_CONFIG_PATH``, as ``make lab`` does.
+  course's Jupyter settings (``jupyter/``: the lab defaults, nbgrader left out) are
+  copied to ``<prefix>/jupyter``, which each learner's server puts on
+  ``JUPYTER_CONFIG_PATH``, as ``make lab`` does; the teacher's server reads
+  ``<prefix>/jupyter-teacher``, the same defaults with nbgrader on (`write_settings`).
   A stamp keyed on the pins and the course's sources skips all of it when nothing changed.
   ``install --graded`` makes it a graded class's environment: the course's solutions
   (``python -m course graded strip``) removed, now and after every later install or
@@ -53,6 +55,7 @@ __all__ = [
     "pull_link",
     "remove_learner",
     "stamp_key",
+    "write_settings",
 ]
 
 #: where the learners' environment, the proxy and the lab settings go
@@ -66,6 +69,8 @@ BASE_PYTHON = "/usr/bin/python3"
 LEARNERS_GROUP = "attention-learners"
 #: in the prefix, when the class is graded: each install strips the solutions again
 GRADED_MARKER = ".graded"
+#: the teacher's settings folder under the prefix (`write_settings`)
+TEACHER_SETTINGS = "jupyter-teacher"
 #: the solutions' one module, in the installed course (python -m course graded strip)
 _ANSWERS = "attention_lib/lessons/exercises/answers.py"
 #: the notebook a learner lands on, relative to the course's folder in their home
@@ -175,11 +180,31 @@ def _build(prefix: Path, key: str) -> None:
         ["npm", "install", "--no-audit", "--no-fund", "--omit=dev", "--prefix", str(proxy_dir)],
         check=True,
     )
-    settings = prefix / "jupyter"
-    shutil.rmtree(settings, ignore_errors=True)
-    shutil.copytree(REPO / "jupyter" / "labconfig", settings / "labconfig")
+    write_settings(prefix)
     subprocess.run(["chmod", "-R", "a+rX", str(prefix)], check=True)
     stamp.write_text(key + "\n")
+
+
+def write_settings(prefix: Path) -> None:
+    """The course's Jupyter settings, copied where every user can read them.
+
+    ``<prefix>/jupyter`` (each learner's ``JUPYTER_CONFIG_PATH``): the course's folder
+    ``jupyter/`` as ``make lab`` reads it, its lab defaults and the switches that leave
+    nbgrader out of a learner's server (its JupyterLab extension, and its server extensions:
+    about 35 MiB of every learner's server, PSS). ``<prefix>/jupyter-teacher`` (an admin's,
+    `TEACHER_SETTINGS`): the same lab defaults with nbgrader on, for the formgrader.
+    """
+    course = REPO / "jupyter"
+    learners, teacher = prefix / "jupyter", prefix / TEACHER_SETTINGS
+    for settings in (learners, teacher):
+        shutil.rmtree(settings, ignore_errors=True)
+    shutil.copytree(course / "labconfig", learners / "labconfig")
+    shutil.copytree(course / "jupyter_server_config.d", learners / "jupyter_server_config.d")
+    (teacher / "labconfig").mkdir(parents=True)
+    shutil.copy2(
+        course / "labconfig" / "default_setting_overrides.json",
+        teacher / "labconfig" / "default_setting_overrides.json",
+    )
 
 
 def add_learner(name: str) -> Path:

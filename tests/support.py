@@ -1,9 +1,14 @@
-"""Seeded inputs in numpy or torch, and the PyTorch oracle, for the library's tests; and
-the run's own SIGTERM handling (`stop_on_sigterm`)."""
+"""Seeded inputs in numpy or torch, and the PyTorch oracle, for the library's tests; the
+run's own SIGTERM handling (`stop_on_sigterm`); the server extensions a Jupyter settings
+folder turns on (`server_extensions_on`)."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -391,3 +396,25 @@ def stop_on_sigterm() -> None:
 
 def _interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(f"stopped by signal {signum}")
+
+
+# Prints the server extensions a Jupyter server would load with JUPYTER_CONFIG_PATH as set.
+_EXTENSIONS_ON = (
+    "import json\n"
+    "from jupyter_core.paths import jupyter_config_path\n"
+    "from jupyter_server.extension.config import ExtensionConfigManager\n"
+    "m = ExtensionConfigManager(read_config_path=jupyter_config_path())\n"
+    "print(json.dumps(sorted(k for k, on in m.get_jpserver_extensions().items() if on)))\n"
+)
+
+
+def server_extensions_on(config_path: str | None) -> list[str]:
+    """The server extensions on for a Jupyter server whose ``JUPYTER_CONFIG_PATH`` is
+    ``config_path`` (None: unset), as that server reads its settings, in a fresh Python."""
+    env = {k: v for k, v in os.environ.items() if k != "JUPYTER_CONFIG_PATH"}
+    if config_path is not None:
+        env["JUPYTER_CONFIG_PATH"] = config_path
+    listed = subprocess.run(
+        [sys.executable, "-c", _EXTENSIONS_ON], capture_output=True, text=True, env=env, check=True
+    )
+    return json.loads(listed.stdout)

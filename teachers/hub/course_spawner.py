@@ -6,6 +6,10 @@ memory has their own biggest process (their kernel) ended by the OOM killer, and
 learners go on. Where no cgroup hierarchy is writable (not root, a read-only
 /sys/fs/cgroup) the hub logs a warning that the limits are not enforced and starts the
 server anyway.
+
+A learner's server reads the course's settings (``Spawner.environment``'s
+``JUPYTER_CONFIG_PATH``), which leave nbgrader out; the teacher's, an admin's, reads
+``teacher_settings`` instead, with the formgrader.
 """
 
 from __future__ import annotations
@@ -15,14 +19,30 @@ import sys
 
 import course_cgroups
 from jupyterhub.spawner import LocalProcessSpawner
+from traitlets import Unicode
 
 __all__ = ["CourseSpawner"]
 
 
 class CourseSpawner(LocalProcessSpawner):
-    """LocalProcessSpawner with per-learner cgroups (memory and CPU limits enforced)."""
+    """LocalProcessSpawner with per-learner cgroups (memory and CPU limits enforced), and the
+    teacher's own Jupyter settings."""
+
+    teacher_settings = Unicode(
+        "",
+        config=True,
+        help="JUPYTER_CONFIG_PATH for an admin's (the teacher's) server, in place of the "
+        "learners' (Spawner.environment): the course's lab defaults with nbgrader's "
+        "extensions on, for the formgrader. Empty: the same as the learners'.",
+    )
 
     _cgroups: course_cgroups.LearnerCgroups | None = None
+
+    def get_env(self) -> dict[str, str]:
+        env = super().get_env()
+        if self.user.admin and self.teacher_settings:
+            env["JUPYTER_CONFIG_PATH"] = self.teacher_settings
+        return env
 
     def _limits(self) -> course_cgroups.Limits:
         return course_cgroups.Limits(

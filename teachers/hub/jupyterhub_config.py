@@ -91,10 +91,12 @@ c.Authenticator.allow_existing_users = False  # the list above is the class, not
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 c.JupyterHub.spawner_class = "course_spawner.CourseSpawner"
 c.Spawner.cmd = [str(user_env / "bin" / "jupyterhub-singleuser")]
+c.CourseSpawner.teacher_settings = str(prefix / "jupyter-teacher")
 c.Spawner.notebook_dir = "~"
 c.Spawner.default_url = env("COURSE_HUB_DEFAULT_URL", "/lab")
 c.Spawner.environment = {
-    # the course's JupyterLab defaults (jupyter/labconfig), as `make lab` layers them
+    # the course's Jupyter settings (jupyter/: the lab defaults, nbgrader's extensions off),
+    # as `make lab` layers them; the teacher's server reads jupyter-teacher, nbgrader on
     "JUPYTER_CONFIG_PATH": str(prefix / "jupyter"),
     "PATH": f"{user_env / 'bin'}:/usr/local/bin:/usr/bin:/bin",
 }

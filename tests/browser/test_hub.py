@@ -132,6 +132,9 @@ def test_each_learner_lands_on_the_course_with_its_lab_settings(hub, learners):
         defaults = {k: v.get("default") for k, v in answer.json()["schema"]["properties"].items()}
         wanted = overrides[tracker]
         assert {k: defaults[k] for k in wanted} == wanted, f"{name}: course settings not applied"
+        # nor does a learner's server load nbgrader (its formgrader answers 302 where loaded)
+        formgrader = learners[name].request.get(f"{hub.server(name).url}/formgrader")
+        assert formgrader.status == 404, f"{name}'s server serves the formgrader"
         # the landing notebook's kernel was shut down by log_in: none runs yet
         kernels = learners[name].request.get(f"{hub.server(name).url}/api/kernels")
         assert kernels.status == 200 and kernels.json() == [], kernels.text()

@@ -1,5 +1,6 @@
 """The class hub's commands without a hub (python -m course hub: tests/browser/test_hub.py
-runs the real one, as root): the link in the README, the pins, the stamp."""
+runs the real one, as root): the link in the README, the pins, the stamp, the learners' and
+the teacher's settings."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import re
 import subprocess
 import sys
 import urllib.parse
+from types import SimpleNamespace
 
 import pytest
+from support import server_extensions_on
 
 from course import hub
 from course.paths import REPO
@@ -131,3 +134,44 @@ def test_the_install_command_takes_graded_and_no_graded(monkeypatch):
     for flags in ([], ["--graded"], ["--no-graded"]):
         assert hub.main(["install", *flags]) == 0
     assert seen == [None, True, False]
+
+
+def test_the_learners_settings_leave_nbgrader_out_and_the_teachers_keep_it(tmp_path):
+    hub.write_settings(tmp_path)
+    learners, teacher = tmp_path / "jupyter", tmp_path / hub.TEACHER_SETTINGS
+    overrides = (REPO / "jupyter" / "labconfig" / "default_setting_overrides.json").read_text()
+    for settings in (learners, teacher):
+        assert (settings / "labconfig" / "default_setting_overrides.json").read_text() == overrides
+    # a learner's server: no nbgrader (about 35 MiB of each server), its lab panels hidden
+    assert [k for k in server_extensions_on(str(learners)) if "nbgrader" in k] == []
+    assert (learners / "labconfig" / "page_config.json").read_text() == (
+        REPO / "jupyter" / "labconfig" / "page_config.json"
+    ).read_text()
+    # the teacher's: the formgrader and the assignment lists, and no page switches
+    assert "nbgrader.server_extensions.formgrader" in server_extensions_on(str(teacher))
+    assert not (teacher / "labconfig" / "page_config.json").exists()
+    hub.write_settings(tmp_path)  # again, over the first: the same folders
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jupyter", hub.TEACHER_SETTINGS]
+
+
+@pytest.mark.parametrize("admin", [False, True])
+def test_the_teachers_server_alone_reads_the_teachers_settings(admin):
+    pytest.importorskip("jupyterhub")  # the teach extra
+    sys.path.insert(0, str(REPO / "teachers" / "hub"))
+    try:
+        import course_spawner
+    finally:
+        sys.path.pop(0)
+    hub_ = SimpleNamespace(public_host="", api_url="http://127.0.0.1:9/hub/api", base_url="/hub/")
+    user = SimpleNamespace(
+        name="nobody", url="/user/nobody/", escaped_name="nobody", id=1, admin=admin
+    )
+    spawner = course_spawner.CourseSpawner(
+        user=user,
+        hub=hub_,
+        api_token="t",
+        environment={"JUPYTER_CONFIG_PATH": "/opt/course/jupyter"},
+        teacher_settings="/opt/course/jupyter-teacher",
+    )
+    wanted = "/opt/course/jupyter-teacher" if admin else "/opt/course/jupyter"
+    assert spawner.get_env()["JUPYTER_CONFIG_PATH"] == wanted

@@ -23,6 +23,7 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
+from support import server_extensions_on
 
 from attention_lib import softmax
 from attention_lib.lessons.exercises import grading
@@ -310,22 +311,7 @@ def test_the_learners_lab_server_loads_no_nbgrader_extension() -> None:
     """Nor its server extensions (formgrader and the assignment lists: a second of import
     and their memory in every learner's server): jupyter/jupyter_server_config.d turns them
     off for the course's JupyterLab, ahead of the environment's own config."""
-    from jupyter_core.paths import jupyter_config_path
-    from jupyter_server.extension.config import ExtensionConfigManager
-
     root = FOLDER.parents[1]
-    env = {**os.environ, "JUPYTER_CONFIG_PATH": str(root / "jupyter")}
-    code = (
-        "from jupyter_core.paths import jupyter_config_path\n"
-        "from jupyter_server.extension.config import ExtensionConfigManager\n"
-        "m = ExtensionConfigManager(read_config_path=jupyter_config_path())\n"
-        "print(sorted(k for k, on in m.get_jpserver_extensions().items()"
-        " if on and 'nbgrader' in k))\n"
-    )
-    listed = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
-    )
-    assert listed.stdout.strip() == "[]", listed.stdout
+    assert [k for k in server_extensions_on(str(root / "jupyter")) if "nbgrader" in k] == []
     # and without the course's folder they are on: the setting is what turns them off
-    plain = ExtensionConfigManager(read_config_path=jupyter_config_path())
-    assert any("nbgrader" in k and on for k, on in plain.get_jpserver_extensions().items())
+    assert any("nbgrader" in k for k in server_extensions_on(None))
