@@ -146,7 +146,9 @@ def _stand_in_spawner(**traits):
     finally:
         sys.path.pop(0)
     hub = SimpleNamespace(public_host="", api_url="http://127.0.0.1:9/hub/api", base_url="/hub/")
-    user = SimpleNamespace(name="nobody", url="/user/nobody/", escaped_name="nobody", id=1)
+    user = SimpleNamespace(
+        name="nobody", url="/user/nobody/", escaped_name="nobody", id=1, admin=False
+    )
     spawner = course_spawner.CourseSpawner(
         user=user, hub=hub, cmd=["sleep", "300"], args=[], api_token="t", **traits
     )
