@@ -191,7 +191,8 @@ def write_settings(prefix: Path) -> None:
     ``<prefix>/jupyter`` (each learner's ``JUPYTER_CONFIG_PATH``): the course's folder
     ``jupyter/`` as ``make lab`` reads it, its lab defaults and the switches that leave
     nbgrader out of a learner's server (its JupyterLab extension, and its server extensions:
-    about 35 MiB of every learner's server, PSS). ``<prefix>/jupyter-teacher`` (an admin's,
+    about 10 MiB of each learner's server, PSS, where jupyterhub-singleuser has already
+    loaded much of what nbgrader imports). ``<prefix>/jupyter-teacher`` (an admin's,
     `TEACHER_SETTINGS`): the same lab defaults with nbgrader on, for the formgrader.
     """
     course = REPO / "jupyter"

@@ -142,7 +142,7 @@ def test_the_learners_settings_leave_nbgrader_out_and_the_teachers_keep_it(tmp_p
     overrides = (REPO / "jupyter" / "labconfig" / "default_setting_overrides.json").read_text()
     for settings in (learners, teacher):
         assert (settings / "labconfig" / "default_setting_overrides.json").read_text() == overrides
-    # a learner's server: no nbgrader (about 35 MiB of each server), its lab panels hidden
+    # a learner's server: no nbgrader (about 10 MiB of each on the hub), its lab panels hidden
     assert [k for k in server_extensions_on(str(learners)) if "nbgrader" in k] == []
     assert (learners / "labconfig" / "page_config.json").read_text() == (
         REPO / "jupyter" / "labconfig" / "page_config.json"
