@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["check", "report_lines"]
+__all__ = ["ALL_GOOD", "check", "report_lines"]
 
 #: The child's last line when every check passed.
 ALL_GOOD = "environment OK"
