@@ -1,6 +1,7 @@
 """Seeded inputs in numpy or torch, and the PyTorch oracle, for the library's tests; the
 run's own SIGTERM handling (`stop_on_sigterm`); the server extensions a Jupyter settings
-folder turns on (`server_extensions_on`)."""
+folder turns on (`server_extensions_on`); the hub's spawner with stand-ins
+(`stand_in_spawner`)."""
 
 from __future__ import annotations
 
@@ -418,3 +419,28 @@ def server_extensions_on(config_path: str | None) -> list[str]:
         [sys.executable, "-c", _EXTENSIONS_ON], capture_output=True, text=True, env=env, check=True
     )
     return json.loads(listed.stdout)
+
+
+def stand_in_spawner(admin: bool = False, **traits):
+    """The hub's spawner (teachers/hub/course_spawner.py) with stand-ins for the hub and the
+    user (the system user "nobody", an admin or not), without a hub; (its module, it).
+    Skips where JupyterHub (the teach extra) is missing."""
+    import logging
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import pytest
+
+    pytest.importorskip("jupyterhub")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "teachers" / "hub"))
+    try:
+        import course_spawner
+    finally:
+        sys.path.pop(0)
+    hub = SimpleNamespace(public_host="", api_url="http://127.0.0.1:9/hub/api", base_url="/hub/")
+    user = SimpleNamespace(
+        name="nobody", url="/user/nobody/", escaped_name="nobody", id=1, admin=admin
+    )
+    spawner = course_spawner.CourseSpawner(user=user, hub=hub, api_token="t", **traits)
+    spawner.log = logging.getLogger("course-spawner-test")
+    return course_spawner, spawner

@@ -36,10 +36,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import psutil
 import pytest
+from support import stand_in_spawner
 from test_front_ends import QUICK
 from test_hub import NOTEBOOKS, home, ready, remote, workdir  # noqa: F401 (fixtures)
 
@@ -136,24 +136,9 @@ def _run(coroutine):
 
 
 def _stand_in_spawner(**traits):
-    """The hub's spawner with stand-ins for the hub and the user (the system user "nobody"),
-    whose "server" is ``sleep``: its start and stop, without a hub."""
-    jupyterhub = pytest.importorskip("jupyterhub")  # the teach extra
-    del jupyterhub
-    sys.path.insert(0, str(labdriver.REPO / "teachers" / "hub"))
-    try:
-        import course_spawner
-    finally:
-        sys.path.pop(0)
-    hub = SimpleNamespace(public_host="", api_url="http://127.0.0.1:9/hub/api", base_url="/hub/")
-    user = SimpleNamespace(
-        name="nobody", url="/user/nobody/", escaped_name="nobody", id=1, admin=False
-    )
-    spawner = course_spawner.CourseSpawner(
-        user=user, hub=hub, cmd=["sleep", "300"], args=[], api_token="t", **traits
-    )
-    spawner.log = logging.getLogger("course-spawner-test")
-    return course_spawner, spawner
+    """The hub's spawner with stand-ins, whose "server" is ``sleep``: its start and stop,
+    without a hub."""
+    return stand_in_spawner(cmd=["sleep", "300"], args=[], **traits)
 
 
 def test_the_spawner_starts_the_server_in_its_cgroups_and_removes_them_on_stop(

@@ -8,10 +8,9 @@ import re
 import subprocess
 import sys
 import urllib.parse
-from types import SimpleNamespace
 
 import pytest
-from support import server_extensions_on
+from support import server_extensions_on, stand_in_spawner
 
 from course import hub
 from course.paths import REPO
@@ -156,20 +155,8 @@ def test_the_learners_settings_leave_nbgrader_out_and_the_teachers_keep_it(tmp_p
 
 @pytest.mark.parametrize("admin", [False, True])
 def test_the_teachers_server_alone_reads_the_teachers_settings(admin):
-    pytest.importorskip("jupyterhub")  # the teach extra
-    sys.path.insert(0, str(REPO / "teachers" / "hub"))
-    try:
-        import course_spawner
-    finally:
-        sys.path.pop(0)
-    hub_ = SimpleNamespace(public_host="", api_url="http://127.0.0.1:9/hub/api", base_url="/hub/")
-    user = SimpleNamespace(
-        name="nobody", url="/user/nobody/", escaped_name="nobody", id=1, admin=admin
-    )
-    spawner = course_spawner.CourseSpawner(
-        user=user,
-        hub=hub_,
-        api_token="t",
+    _, spawner = stand_in_spawner(
+        admin=admin,
         environment={"JUPYTER_CONFIG_PATH": "/opt/course/jupyter"},
         teacher_settings="/opt/course/jupyter-teacher",
     )
