@@ -4,7 +4,7 @@ Colab runs a notebook from GitHub in its own Python, which has torch, numpy,
 matplotlib and ipywidgets but not the course. The first code cell of every
 notebook (`setup_cell`) installs the course there, from this repository at the
 notebook's own version (the tag ``v<version>``), with ``--no-deps`` so Colab's
-torch and the rest stay as they are, plus the one runtime requirement Colab
+torch and the rest stay as they are, plus the runtime requirements Colab
 lacks. Anywhere else (``"google.colab"`` not imported) the cell does nothing
 and prints nothing, so nbval sees no output from it.
 
@@ -36,7 +36,7 @@ __all__ = [
 
 SETUP_TAG = "colab-setup"
 #: what Colab's own Python lacks of the course's runtime requirements (pyproject's pins)
-COLAB_ONLY = ("array-api-compat",)
+COLAB_ONLY = ("array-api-compat", "isal")
 _NOTEBOOKS = REPO / "notebooks"
 _README = REPO / "README.md"
 _LINKS_START = "<!-- colab links: python -m course colab -->"

@@ -34,9 +34,10 @@ def repository() -> tuple[str, str]:
 
 
 def pin(name: str) -> str:
-    """pyproject.toml's exact pin of requirement ``name`` (``name==x.y.z``), from any list."""
+    """pyproject.toml's exact pin of requirement ``name`` (``name==x.y.z``, without its
+    environment marker), from any list."""
     text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
-    found = re.search(rf'"({re.escape(name)}==[^";]+)"', text)
+    found = re.search(rf'"({re.escape(name)}==[^";\s]+)\s*[";]', text)
     if not found:
         raise LookupError(f"pyproject.toml pins no {name}")
     return found.group(1)

@@ -1,7 +1,7 @@
 """The frames an explorer sends: our PNG encoder against Pillow's decoding, and one PNG a move.
 
 An explorer's picture is a core ``ipywidgets.Image``; each move encodes the
-Agg canvas once (`frame_png`, unfiltered at zlib level 1) and sets it as the
+Agg canvas once (`frame_png`, unfiltered, deflated at level 1 by ISA-L) and sets it as the
 Image's value. These tests decode what we write with Pillow and compare it
 with the canvas's own pixels, so a change in matplotlib's buffers or in our
 encoder shows up here.
@@ -10,6 +10,8 @@ encoder shows up here.
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 import zlib
 
 import numpy as np
@@ -18,7 +20,7 @@ from PIL import Image
 
 from attention_lib.explorers import ScalingExplorer, VolumeKnobExplorer
 from attention_lib.explorers.canvas import ExplorerCanvas, frame_png
-from attention_lib.explorers.frames import PNG_SIGNATURE, ZLIB_LEVEL, encode_png
+from attention_lib.explorers.frames import DEFLATE, DEFLATE_LEVEL, PNG_SIGNATURE, encode_png
 
 
 def decode(png: bytes) -> np.ndarray:
@@ -35,13 +37,45 @@ def test_encode_png_decodes_to_the_same_pixels(channels):
     assert Image.open(io.BytesIO(png)).mode == {3: "RGB", 4: "RGBA"}[channels]
 
 
+@pytest.mark.parametrize("channels", [3, 4])
+def test_a_strided_view_is_encoded_as_its_own_pixels(channels):
+    """frame_png passes the RGB planes of Agg's RGBA buffer as a view: copied plane by plane."""
+    rng = np.random.default_rng(1)
+    rgba = rng.integers(0, 256, size=(29, 41, 4), dtype=np.uint8)  # (H, W, 4)
+    view = rgba[:, ::-1, :channels]  # (H, W, C), strided both ways
+    np.testing.assert_array_equal(decode(encode_png(view)), view)
+
+
+def test_frames_are_deflated_by_isal_where_it_is_installed():
+    pytest.importorskip("isal")
+    assert DEFLATE == "isal.isal_zlib"
+
+
+def test_without_isal_the_same_pixels_come_from_the_standard_librarys_zlib():
+    """A platform isal has no wheel for (pyproject.toml's marker) still gets its frames."""
+    child = (
+        "import sys; sys.modules['isal'] = None\n"  # import isal now raises ImportError
+        "import numpy as np\n"
+        "from attention_lib.explorers import frames\n"
+        "pixels = np.arange(6 * 7 * 3, dtype=np.uint8).reshape(6, 7, 3)\n"
+        "sys.stdout.buffer.write(frames.DEFLATE.encode() + b'\\n' + frames.encode_png(pixels))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", child], capture_output=True, check=True, timeout=60
+    ).stdout
+    name, png = out.split(b"\n", 1)
+    assert name == b"zlib"
+    expected = np.arange(6 * 7 * 3, dtype=np.uint8).reshape(6, 7, 3)
+    np.testing.assert_array_equal(decode(png), expected)
+
+
 def test_encode_png_is_unfiltered_at_level_one():
     pixels = np.full((4, 5, 3), 200, dtype=np.uint8)
     png = encode_png(pixels)
     start = png.index(b"IDAT") + 4
     length = int.from_bytes(png[start - 8 : start - 4], "big")
     rows = zlib.decompress(png[start : start + length])
-    assert ZLIB_LEVEL == 1
+    assert DEFLATE_LEVEL == 1
     assert len(rows) == 4 * (1 + 5 * 3)
     assert all(rows[r * 16] == 0 for r in range(4)), "every row's filter byte is 0 (none)"
 

@@ -41,6 +41,7 @@ EXPECTED_INSTALL = [
     "--no-deps",
     "attention-lib @ git+https://github.com/attention-three-ways/attention-course@v0.1.0",
     "array-api-compat==1.16.0",
+    "isal==1.9.1",
 ]
 
 

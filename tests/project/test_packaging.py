@@ -18,7 +18,7 @@ import attention_lib
 
 ROOT = Path(__file__).resolve().parents[2]
 # conda-forge names that differ from PyPI's
-CONDA_NAMES = {"torch": "pytorch"}
+CONDA_NAMES = {"torch": "pytorch", "isal": "python-isal"}
 
 
 def pinned(requirement: str) -> tuple[str, str]:
