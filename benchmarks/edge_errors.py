@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 import attention_lib
-from attention_lib.flash.accuracy import Check, _exact
+from attention_lib.flash.accuracy import Check, reference
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare_commits import commit_of, import_at
@@ -156,7 +156,7 @@ def scale_50_hidden_key(lib: Any, draws: int) -> list[dict[str, Any]]:
                 mask[:, int(torch.randint(0, 9, (1,), generator=g))] = -math.inf
                 kw = {"attn_mask": mask, "scale": 50.0}
                 theirs = F.scaled_dot_product_attention(q, k, v, **kw)
-                yield _check(path, fn(q, k, v, **kw), theirs, _exact(q, k, v, **kw))
+                yield _check(path, fn(q, k, v, **kw), theirs, reference(q, k, v, **kw))
 
         rows.append(_share("scale 50, a hidden key", path, checks()))
     return rows
@@ -174,7 +174,7 @@ def one_query_value_gradient(lib: Any, draws: int) -> list[dict[str, Any]]:
             inputs = [q, k, v]
             ours = _grads(lib.flash_attention, inputs, upstream)
             theirs = _grads(F.scaled_dot_product_attention, inputs, upstream)
-            exact = _grads(_exact, [x.double() for x in inputs], upstream.double())
+            exact = _grads(reference, [x.double() for x in inputs], upstream.double())
             for label, o, t, e in zip(("dq", "dk", "dv"), ours, theirs, exact, strict=True):
                 yield _check(label, o, t, e)
 
@@ -219,7 +219,8 @@ def scale_100(lib: Any, draws: int) -> list[dict[str, Any]]:
                 q = torch.randn(1, 2, length, 8, generator=g)
                 k, v = (torch.randn(1, 2, keys, 8, generator=g) for _ in range(2))
                 theirs = F.scaled_dot_product_attention(q, k, v, scale=100.0)
-                yield _check(path, fn(q, k, v, scale=100.0), theirs, _exact(q, k, v, scale=100.0))
+                exact = reference(q, k, v, scale=100.0)
+                yield _check(path, fn(q, k, v, scale=100.0), theirs, exact)
 
         rows.append(_share("scale 100", path, checks()))
     return rows

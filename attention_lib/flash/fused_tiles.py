@@ -22,7 +22,8 @@ everything between the tiles:
 
   FlashAttention's rescaling written for normalised outputs (the merge
   FlashAttention-2's split-KV decoding and ring attention use), one pass
-  over the rows (``lerp_``) per tile after a row block's first;
+  over the rows (``lerp_``) per tile after a row block's first, kept in
+  float64 and rounded once (`merge`);
 - **causal skipping**: tiles wholly above the diagonal are never called, the
   keys below a row block's diagonal come in unmasked tiles, and only the
   tile that crosses it is masked (the kernel's ``is_causal``, aligned at
@@ -60,9 +61,8 @@ from typing import Any
 import torch
 from torch.autograd.function import once_differentiable
 
-from ..backend import namespace, prod
+from ..backend import has_float64, namespace, prod
 from ..inputs import AttentionProblem, scores_past_bound
-from ..nonfinite import add_compensated
 from . import workers
 from .tiles import all_finite, first_row, key_blocks, query_blocks
 from .torch_tiled import PARALLEL_MIN_SCORES
@@ -158,6 +158,8 @@ def eligible(problem: AttentionProblem) -> str | None:
         return "this torch has no fused CPU attention kernel"
     if query.device.type != "cpu":
         return f"the fused kernel runs on the CPU, not on {query.device.type}"
+    if not has_float64(query):  # only where the CPU plays a device without it, in tests
+        return "the fused tiles merge in float64, which this device lacks"
     if query.dtype not in (torch.float32, torch.float64):
         return f"the fused tiles compute in float32 or float64, not {query.dtype}"
     if problem.mask is not None:
@@ -192,31 +194,22 @@ def fused_tiles(
     ]
 
 
-def merge(
-    out: torch.Tensor,
-    lse: torch.Tensor,
-    carry: torch.Tensor,
-    out_t: torch.Tensor,
-    lse_t: torch.Tensor,
-) -> None:
+def merge(out: torch.Tensor, lse: torch.Tensor, out_t: torch.Tensor, lse_t: torch.Tensor) -> None:
     """Fold one tile's normalised output into the rows' running result, in place.
 
-    ``out`` (..., n, Ev) and ``lse + carry`` (..., n) hold the rows' result
-    over the keys so far, ``out_t`` and ``lse_t`` the tile's over its own
-    keys; after the call they hold the result over both (the formula in the
-    module's docstring). The weight of the new tile is sigmoid(lse_t - lse),
-    which neither overflows nor loses the smaller share. The log-sum-exp
-    grows by softplus(lse_t - lse) a tile, added with its rounding error
-    carried (`add_compensated`): a float32 logaddexp per tile rounds every
-    time, and over 30 tiles of one key the error (1.3e-6) put dK at 1.1x
-    the 2x rule (issue 40). ``carry`` starts at zero; add it to ``lse`` at
-    the end.
+    ``out`` (..., n, Ev) and ``lse`` (..., n) hold the rows' result over the
+    keys so far, ``out_t`` and ``lse_t`` the tile's over its own keys; after
+    the call they hold the result over both (the formula in the module's
+    docstring). The weight of the new tile is sigmoid(lse_t - lse), which
+    neither overflows nor loses the smaller share (``lerp_`` starts from the
+    nearer end). Callers keep ``out`` and ``lse`` in float64 across a row
+    block's tiles and round once at the end: in float32 every merge rounds
+    the output once more, and a dozen merges made it the least accurate part
+    of the path, with FlashAttention's D = rowsum(dO * O) in the backward
+    pass taking that error into every gradient.
     """
-    gap = (lse_t - lse) - carry  # (..., n)
-    out.lerp_(out_t, torch.sigmoid(gap).unsqueeze(-1))  # (..., n, Ev), one pass
-    total, carried = add_compensated(lse, carry, torch.nn.functional.softplus(gap))
-    lse.copy_(total)
-    carry.copy_(carried)
+    out.lerp_(out_t, torch.sigmoid(lse_t - lse).unsqueeze(-1))  # (..., n, Ev), one pass
+    torch.logaddexp(lse, lse_t, out=lse)  # (..., n)
 
 
 def _one_key_rows(rows: tuple[int, int], cols: tuple[int, int], causal: bool, length_k: int) -> int:
@@ -306,7 +299,10 @@ def _forward(
         q_h, k_h, v_h = (_heads(x, heads) for x in (query, key, value))  # (1, h, n, E)
         out_h, lse_h = _heads(out, heads), _heads(lse, heads)
         block_rows = block[0][0]  # the first tile starts at key 0 and holds all the block's rows
-        carry = torch.zeros_like(_rows(lse_h, block_rows)) if len(block) > 1 else None  # (1, h, bq)
+        # the rows' result over the tiles so far: float64 where a merge follows (`merge`)
+        wide = torch.float64 if len(block) > 1 else out.dtype  # `eligible`: it has float64
+        acc = _rows(out_h, block_rows).to(wide)  # (1, h, bq, Ev), a copy unless one tile
+        acc_lse = _rows(lse_h, block_rows).to(wide)  # (1, h, bq)
         if bounded:  # the norms are finite only where the rows and keys are
             if scores_past_bound(_XP, scale, _rows(q_h, block_rows), k_h, per_entry=True):
                 raise NotFinite
@@ -317,14 +313,15 @@ def _forward(
         for rows, cols, causal in block:
             q, k, v = _rows(q_h, rows), _rows(k_h, cols), _rows(v_h, cols)  # (1, h, bq|bk, E)
             out_t, lse_t = kernel(q, k, v, 0.0, causal, scale=scale)  # (1, h, bq, Ev), (1, h, bq)
+            span = (rows[0] - block_rows[0], rows[1] - block_rows[0])  # rows within the block
             if cols[0] == 0:  # a row block's first tile: all its rows, nothing to merge with
-                _rows(out_h, rows).copy_(out_t)
-                _rows(lse_h, rows).copy_(lse_t)
+                _rows(acc, span).copy_(out_t)
+                _rows(acc_lse, span).copy_(lse_t)
             else:
-                span = (rows[0] - block_rows[0], rows[1] - block_rows[0])  # rows within the block
-                merge(_rows(out_h, rows), _rows(lse_h, rows), _rows(carry, span), out_t, lse_t)
-        if carry is not None:
-            _rows(lse_h, block_rows).add_(carry)
+                merge(_rows(acc, span), _rows(acc_lse, span), out_t.to(wide), lse_t.to(wide))
+        if len(block) > 1:  # rounded once
+            _rows(out_h, block_rows).copy_(acc)
+            _rows(lse_h, block_rows).copy_(acc_lse)
         if not all_finite(_XP, _rows(out_h, block_rows)):  # scores so large that exp overflows
             raise NotFinite
 
