@@ -280,15 +280,16 @@ def test_jacobian_norms_bad_input(sweep):
 
 
 # -- the saturated head in training --------------------------------------------------------
-# One unscaled run is chaotic: the same seed ends with a mean loss over its last 20 steps
-# of 0.63 here, 0.82 under MKL_CBWR=COMPATIBLE, 1.08 to 1.44 on other CPUs. So the
-# notebook prints what holds over seeds 0-4, and these tests check that every seed
-# clears each printed threshold by a wide margin. Measured over seeds 0-7 and three MKL
-# code paths (default, COMPATIBLE, AVX2): steps to a smoothed loss below 0.1, scaled
-# 18-21, unscaled never (its smoothed loss stays above 1.3 for 40 steps and above 0.13
-# over the whole run); the last 20 steps' mean loss, scaled 0.0006-0.0026, unscaled
-# 0.19-1.5; the highest entropy of an unscaled run 0.13-0.23 nats, of a scaled one
-# above 2.3, against ln 16 = 2.77 for uniform weights.
+# One unscaled run is chaotic: its losses differ between CPUs from about its tenth step,
+# and late in the run one seed's smoothed loss went below 0.05 on an AMD EPYC where it
+# stays above 0.17 here. So the notebook prints what holds over seeds 0-4 in the first 40
+# steps and the entropy at every step, and these tests check that every seed clears each
+# printed threshold by a wide margin. Measured over seeds 0-7 and five numerical settings
+# (default, MKL_CBWR=COMPATIBLE and AVX2, ATEN_CPU_CAPABILITY=default, OMP_NUM_THREADS=1):
+# steps to a smoothed loss below 0.1, scaled 18-21 (within 40), unscaled none; the
+# unscaled smoothed loss over the first 40 steps at least 1.14 (above 0.5 and 0.1 by 2.3x
+# and 11x), the scaled one at most 0.0031 by then; the highest entropy of an unscaled run
+# 0.24 nats at most, of a scaled one above 2.3, against 1 nat and ln 16 = 2.77.
 
 
 @pytest.fixture(scope="module")
@@ -328,8 +329,7 @@ COMPARISON_TEXT = """\
 median loss at the first step                                          1.8       0.95
 median entropy at the first step, nats (uniform: ln 16 = 2.77)       0.064        2.4
 smoothed loss below 0.1 within 40 steps                             0 of 5     5 of 5
-smoothed loss above 0.05 at every step                              5 of 5     0 of 5
-mean loss of the last 20 steps below 0.01                           0 of 5     5 of 5
+smoothed loss above 0.5 for the first 40 steps                      5 of 5     0 of 5
 entropy below 1 nat at every step                                   5 of 5     0 of 5"""
 
 
@@ -353,12 +353,10 @@ def test_every_seed_clears_the_printed_thresholds_by_a_margin(comparison):
     unscaled_runs, scaled_runs = comparison.runs
     assert all(r.smoothed_loss()[: comparison.within - 9].min() > 10 * 0.1 for r in unscaled_runs)
     assert all(r.steps_to_loss(0.1) <= comparison.within - 15 for r in scaled_runs)
-    # the unscaled head never gets near the answer: its lowest smoothed loss, 0.13 or more
-    # on the code paths measured, is well above the printed floor; the scaled one far below
-    assert np.all(comparison.lowest_smoothed_loss(none) > 2 * comparison.floor_level)
-    assert np.all(comparison.lowest_smoothed_loss(scaled) < comparison.floor_level / 10)
-    assert np.all(comparison.final_loss(none) > 10 * comparison.final_level)
-    assert np.all(comparison.final_loss(scaled) < comparison.final_level / 3)
+    # in those steps the unscaled head gets nowhere near the answer: its lowest smoothed
+    # loss is well above the printed floor; the scaled one far below
+    assert np.all(comparison.lowest_early_loss(none) > 2 * comparison.floor_level)
+    assert np.all(comparison.lowest_early_loss(scaled) < comparison.floor_level / 100)
     assert np.all(comparison.highest_entropy(none) < comparison.entropy_level / 3)
     assert np.all(comparison.highest_entropy(scaled) > 2 * comparison.entropy_level)
     # the medians come from the first step, before any update: float32 rounding moves
@@ -397,11 +395,11 @@ def test_comparison_bad_input(comparison):
     with pytest.raises(ValueError, match="need at least one scale and one seed"):
         compare_retrieval_heads(seeds=())
     with pytest.raises(KeyError, match="no runs labelled 'scale 2'"):
-        comparison.final_loss("scale 2")
+        comparison.lowest_early_loss("scale 2")
     with pytest.raises(ValueError, match=r"1 labels \['a'\] for 2 scales"):
         compare_retrieval_heads(labels=["a"])
     with pytest.raises(ValueError, match="show must name rows among"):
-        compare_retrieval_heads(show=["final loss", "speed"])
+        compare_retrieval_heads(show=["early floor", "speed"])
     few = compare_retrieval_heads([2.0], [1], steps=10, show=["reached"], within=1)
     assert few.labels == ("scale 2",)
     assert str(few).splitlines()[1:] == [

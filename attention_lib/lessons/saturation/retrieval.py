@@ -155,7 +155,7 @@ def _scale_label(scale: float | None) -> str:
     return "no scaling" if scale == 1.0 else "1/sqrt(d)" if scale is None else f"scale {scale:g}"
 
 
-ROWS = ("first loss", "first entropy", "reached", "floor", "final loss", "entropy")
+ROWS = ("first loss", "first entropy", "reached", "early floor", "entropy")
 
 
 @dataclass(frozen=True)
@@ -171,13 +171,16 @@ class RetrievalComparison:
       printed): rows "first loss" and "first entropy";
     - how many seeds land on each side of a threshold: the smoothed loss
       below ``loss_level`` within ``within`` steps ("reached"); the smoothed
-      loss above ``floor_level`` at every step ("floor": a head that never
-      gets near the answer); the mean loss of the last ``final_steps`` steps
-      below ``final_level`` ("final loss");
-      the entropy below ``entropy_level`` nats at every step ("entropy").
+      loss above ``floor_level`` at every one of those steps ("early floor":
+      a head that gets nowhere near the answer); the entropy below
+      ``entropy_level`` nats at every step ("entropy").
       A count is the same on every machine when every seed misses the
       threshold by a wide margin; the tests check that margin for each claim
-      a notebook prints.
+      a notebook prints. The loss is counted only over the first ``within``
+      steps: an unscaled run's trajectory differs between CPUs from about its
+      tenth step, and by the end one seed's loss may dip where another
+      CPU's stays high, so no count of its late losses holds everywhere. Its
+      entropy does: a saturated head, learning or not, keeps peaked weights.
 
     ``show`` names the rows `str` prints, in order (all of `ROWS` by default).
     """
@@ -187,10 +190,8 @@ class RetrievalComparison:
     seeds: tuple[int, ...]
     loss_level: float = 0.1
     within: int = 40
-    final_level: float = 0.01
-    final_steps: int = 20
     entropy_level: float = 1.0
-    floor_level: float = 0.05
+    floor_level: float = 0.5
     show: tuple[str, ...] = ROWS
 
     def __post_init__(self) -> None:
@@ -211,13 +212,12 @@ class RetrievalComparison:
         steps = [run.steps_to_loss(self.loss_level) for run in self._runs(label)]
         return np.array([s is not None and s <= self.within for s in steps])
 
-    def lowest_smoothed_loss(self, label: str) -> np.ndarray:
-        """Each seed's lowest smoothed loss (trailing mean of 10 steps) over the run: (seeds,)."""
-        return np.array([run.smoothed_loss().min() for run in self._runs(label)])
-
-    def final_loss(self, label: str) -> np.ndarray:
-        """Each seed's mean loss over its last ``final_steps`` steps: (seeds,)."""
-        return np.array([run.loss[-self.final_steps :].mean() for run in self._runs(label)])
+    def lowest_early_loss(self, label: str, window: int = 10) -> np.ndarray:
+        """Each seed's lowest smoothed loss (trailing mean of ``window`` steps, fewer if
+        ``within`` is shorter) that ends within the first ``within`` steps: (seeds,)."""
+        window = min(window, self.within)
+        early = self.within - window + 1  # smoothed values that end by step ``within``
+        return np.array([run.smoothed_loss(window)[:early].min() for run in self._runs(label)])
 
     def highest_entropy(self, label: str) -> np.ndarray:
         """Each seed's highest mean entropy over all steps (nats): (seeds,)."""
@@ -253,13 +253,9 @@ class RetrievalComparison:
                 f"smoothed loss below {self.loss_level:g} within {self.within} steps",
                 [count(self.reached_within(x)) for x in self.labels],
             ),
-            "floor": (
-                f"smoothed loss above {self.floor_level:g} at every step",
-                [count(self.lowest_smoothed_loss(x) > self.floor_level) for x in self.labels],
-            ),
-            "final loss": (
-                f"mean loss of the last {self.final_steps} steps below {self.final_level:g}",
-                [count(self.final_loss(x) < self.final_level) for x in self.labels],
+            "early floor": (
+                f"smoothed loss above {self.floor_level:g} for the first {self.within} steps",
+                [count(self.lowest_early_loss(x) > self.floor_level) for x in self.labels],
             ),
             "entropy": (
                 f"entropy below {self.entropy_level:g} nat at every step",
@@ -294,10 +290,8 @@ def compare_retrieval_heads(
     show: Iterable[str] = ROWS,
     loss_level: float = 0.1,
     within: int = 40,
-    final_level: float = 0.01,
-    final_steps: int = 20,
     entropy_level: float = 1.0,
-    floor_level: float = 0.05,
+    floor_level: float = 0.5,
     **kwargs: Any,
 ) -> RetrievalComparison:
     """`train_retrieval_head` once per seed for each scale; the runs and what they share.
@@ -316,7 +310,6 @@ def compare_retrieval_heads(
     names = tuple(_scale_label(s) for s in scales) if labels is None else tuple(labels)
     if len(names) != len(scales):
         raise ValueError(f"{len(names)} labels {list(names)} for {len(scales)} scales")
-    positive_integer("final_steps", final_steps)
     positive_integer("within", within)
     # fail on a bad row before the training, not after
     RetrievalComparison(names, ((),) * len(names), seeds, show=tuple(show))
@@ -330,8 +323,6 @@ def compare_retrieval_heads(
         seeds,
         loss_level=loss_level,
         within=within,
-        final_level=final_level,
-        final_steps=final_steps,
         entropy_level=entropy_level,
         floor_level=floor_level,
         show=tuple(show),
