@@ -15,7 +15,11 @@ takes minutes and is what ``make test`` from a clean clone already does),
 with ``pyproject.toml`` dated before its stamp so that ``make`` does not
 reinstall: a link to it, or, where the user cannot run its interpreter (a
 Python under root's 0700 home, as on the course machine), a small venv on
-the system's Python of the same version that reads this one's packages.
+the system's Python of the same version that reads this one's packages:
+in place where the user can read them, else through hard links in the
+venv (this checkout may lie in a folder only root can enter, as a clone
+made in ``mktemp -d`` does). Where neither works the test says why, naming
+the folder.
 Then the lab page answers with the token from the printed link and refuses
 without it, the server listens on 127.0.0.1 as that user, and
 the learner's copies of the notebooks are there, theirs.
@@ -47,9 +51,9 @@ NOBODY = 65534
 _LINK = re.compile(r"http://127\.0\.0\.1:(\d+)/lab\?token=([0-9a-f]{32,})")
 
 
-def fresh_checkout(dest: Path, lend_as_link: bool = True) -> Path:
+def fresh_checkout(dest: Path, uid: int | None = None, lend_as_link: bool = True) -> Path:
     """This tree's tracked and unignored files in ``dest``, with a ``.venv`` lent
-    (`lent_environment` unless ``lend_as_link``)."""
+    (`lent_environment` for ``uid`` unless ``lend_as_link``)."""
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=REPO,
@@ -64,7 +68,7 @@ def fresh_checkout(dest: Path, lend_as_link: bool = True) -> Path:
     if lend_as_link:
         (dest / ".venv").symlink_to(REPO / ".venv")
     else:
-        lent_environment(dest / ".venv")
+        lent_environment(dest / ".venv", uid)
     stamp = (dest / ".venv" / ".installed").stat().st_mtime
     os.utime(dest / "pyproject.toml", (stamp - 60, stamp - 60))
     return dest
@@ -80,16 +84,36 @@ def system_python() -> Path | None:
     return Path(found) if found else None
 
 
-def lent_environment(venv: Path) -> None:
-    """A venv on `system_python` that imports this one's packages (one ``.pth`` line) and
-    shares its ``share/`` (JupyterLab's pages, the widget extensions), with the
-    ``jupyter`` command and the stamp ``make`` looks for."""
+def lent_environment(venv: Path, uid: int | None) -> None:
+    """A venv on `system_python` that imports this one's packages and shares its ``share/``
+    (JupyterLab's pages, the widget extensions), with the ``jupyter`` command and the
+    stamp ``make`` looks for.
+
+    Where ``uid`` can read this environment, one ``.pth`` line and a link lend it;
+    where it cannot (a folder above it that only its owner may enter), hard links to
+    its files inside ``venv`` do: a file's own mode decides who reads it, not the
+    folder it was found through. Skips the test, naming the folder, where neither
+    works (another file system).
+    """
     python = system_python()
     subprocess.run([str(python), "-m", "venv", "--without-pip", str(venv)], check=True)
     site = venv / "lib" / _ours().name / "site-packages"
-    line = f"import site; site.addsitedir({str(_ours() / 'site-packages')!r})\n"
-    (site / "_lent_from_the_course_checkout.pth").write_text(line)
-    (venv / "share").symlink_to(REPO / ".venv" / "share")
+    packages, share = _ours() / "site-packages", REPO / ".venv" / "share"
+    if uid is None or can_read(uid, packages):
+        line = f"import site; site.addsitedir({str(packages)!r})\n"
+        (site / "_lent_from_the_course_checkout.pth").write_text(line)
+        (venv / "share").symlink_to(share)
+    else:
+        site.rmdir()
+        for source, dest in ((packages, site), (share, venv / "share")):
+            linked = subprocess.run(["cp", "-al", str(source), str(dest)], capture_output=True)
+            if linked.returncode:
+                pytest.skip(
+                    f"uid {uid} cannot read {unreadable_folder(uid, source)}, where this "
+                    f"checkout's environment lies, and cannot be lent it through hard links "
+                    f"({linked.stderr.decode().strip()[-200:]}): clone the course into a "
+                    "folder others can enter"
+                )
     commands = {"jupyter": "jupyter_core.command", "jupyter-lab": "jupyterlab.labapp"}
     for name, module in commands.items():  # `jupyter lab` runs the jupyter-lab beside it
         script = venv / "bin" / name
@@ -99,14 +123,42 @@ def lent_environment(venv: Path) -> None:
     (venv / ".installed").touch()
 
 
+def _as(uid: int) -> list[str]:
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+
+
+def can_read(uid: int, path: Path) -> bool:
+    """Whether ``uid`` can read ``path`` (every folder above it entered)."""
+    return subprocess.run([*_as(uid), "test", "-r", str(path)], timeout=60).returncode == 0
+
+
+def unreadable_folder(uid: int, path: Path) -> Path:
+    """The first folder on the way to ``path`` that ``uid`` cannot enter (else ``path``)."""
+    for folder in reversed(path.parents):
+        if subprocess.run([*_as(uid), "test", "-x", str(folder)], timeout=60).returncode:
+            return folder
+    return path
+
+
+def give(path: Path, uid: int) -> None:
+    """``path`` and all below it to ``uid``, but for a lent ``.venv``'s contents: those may
+    be hard links to this environment's own files, which must stay as they are."""
+    for found, folders, files in os.walk(path):
+        if Path(found).name == ".venv":
+            folders.clear()
+            continue
+        for name in [*folders, *files]:
+            os.chown(Path(found) / name, uid, uid, follow_symlinks=False)
+    os.chown(path, uid, uid)
+
+
 def can_run(uid: int, program: Path) -> bool:
     """Whether ``uid`` can run the Python ``program`` from a shell, as make does.
 
     (setpriv running it directly is no proof: on the course machine that
     worked where a shell of the same user was refused.)
     """
-    drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
-    command = [*drop, "/bin/sh", "-c", '"$0" -c pass', str(program)]
+    command = [*_as(uid), "/bin/sh", "-c", '"$0" -c pass', str(program)]
     return subprocess.run(command, capture_output=True, timeout=60).returncode == 0
 
 
@@ -135,7 +187,7 @@ def make_lab(
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8", "BROWSER": "true"}
     command = ["make", "lab"]
     if uid is not None:
-        command = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *command]
+        command = [*_as(uid), *command]
     log_path = home / "make-lab.log"
     proc = labdriver.spawn_logged(command, checkout, env, log_path)
     try:
@@ -197,12 +249,12 @@ def test_make_lab_serves_the_learner_with_its_token(as_uid, expected_uid, cannot
     try:
         base.chmod(0o755)
         link = as_uid is None or can_run(as_uid, REPO / ".venv" / "bin" / "python")
-        checkout = fresh_checkout(base / "course", lend_as_link=link)
+        checkout = fresh_checkout(base / "course", as_uid, lend_as_link=link)
         home = base / "home"
         home.mkdir()
         if as_uid is not None:
             for path in (checkout, home):
-                subprocess.run(["chown", "-R", "-h", f"{as_uid}:{as_uid}", str(path)], check=True)
+                give(path, as_uid)
         with make_lab(checkout, home, as_uid) as (port, token, output, server):
             url = f"http://127.0.0.1:{port}"
             status, _, page = _get(f"{url}/lab?token={token}")
