@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab reset test test-soak test-graded test-install test-hub hub test-runtime-only test-compile lint format notebooks bench clean bench-latency bench-memory bench-hub gpu-check gpu-wheels model
+.PHONY: lab reset test test-accuracy-settings test-soak test-graded test-install test-hub hub test-runtime-only test-compile lint format notebooks bench clean bench-latency bench-memory bench-hub gpu-check gpu-wheels model
 
 # The environment, made and kept up to date by the course's own Python code (course/), the
 # same code as the make-free commands (python -m course lab, test: see the README).
@@ -59,6 +59,19 @@ lint: $(STAMP)
 export PYTEST_ARGS
 test:
 	$(PYTHON) -m course test
+
+# The library's float32 accuracy tests (FlashAttention's 2x rule, the fused tiles' merge) under
+# other numerical settings, as tests/notebooks/test_portable_outputs.py does for the notebooks:
+# MKL's conservative path with torch's kernels without AVX2, then MKL's AVX2 path with torch's
+# AVX2 kernels on one thread (another CPU's code paths and order of sums); CI runs it.
+ACCURACY_TESTS := tests/library/test_fused_tiles.py tests/library/test_property_2x.py \
+	tests/library/test_wide_scores.py tests/library/test_flash_autograd.py \
+	tests/library/test_broadcast_gradients.py
+test-accuracy-settings: $(STAMP)
+	MKL_CBWR=COMPATIBLE ATEN_CPU_CAPABILITY=default \
+		$(BIN)/python -m pytest -p no:cacheprovider -o addopts= -q $(ACCURACY_TESTS)
+	MKL_CBWR=AVX2 ATEN_CPU_CAPABILITY=avx2 OMP_NUM_THREADS=1 \
+		$(BIN)/python -m pytest -p no:cacheprovider -o addopts= -q $(ACCURACY_TESTS)
 
 # Repeated whole-notebook runs in a real browser, every notebook with an explorer, with a
 # second learner's lab loading the machine (tests/browser/test_no_blank_explorer.py: about
