@@ -1,7 +1,7 @@
 """Seeded inputs in numpy or torch, and the PyTorch oracle, for the library's tests; the
 run's own SIGTERM handling (`stop_on_sigterm`); the server extensions a Jupyter settings
 folder turns on (`server_extensions_on`); the hub's spawner with stand-ins
-(`stand_in_spawner`)."""
+(`stand_in_spawner`); every picture each notebook shows (`STILL_FIGURES`, `pictures_in`)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,37 @@ LIBS = ["numpy", "torch"]
 #: (`attention_lib.flash.accuracy`: at most twice PyTorch's error, plus a floor). Tighter
 #: literal bounds (1e-14, 1e-15) stay only where a value is known exactly by hand.
 FLOAT64 = {"rtol": 0.0, "atol": 1e-12}
+
+
+#: Every still figure a notebook shows, by the id of the cell that draws it, with the words its
+#: prose uses for it (None where the prose does not point at it). The committed outputs, the
+#: browser tests in every front end and the static site's test all count against this list
+#: (`pictures_in`), so a figure that stops being a picture fails all three.
+STILL_FIGURES: dict[str, dict[str, str | None]] = {
+    "04_researcher_variance_and_gradients": {
+        "c715126e": "Right panel, red",  # a saturated head in training
+        "9bf4b65c": "(top right)",  # the training report
+    },
+    "05_researcher_cost_and_tiling": {
+        "efd31b64": "the dotted grey guides",  # time and memory against T
+        "f9c3ac68": "The figure puts the committed CPU run (left)",  # CPU beside GPU
+        "6c006d27": None,  # HBM traffic against T
+    },
+    "06_researcher_alternatives": {
+        "10868c8c": "(dashed lines)",  # softmax against linear attention, timed
+        "42b0930a": None,  # random features' error
+        "756a47e2": None,  # attention sinks
+        "2a03a6ed": "The three maps side by side",  # sigmoid and differential attention
+    },
+}
+
+
+def pictures_in(notebook: str) -> tuple[int, int]:
+    """(explorer pictures, still figures) that ``notebook`` (its name without ``.ipynb``) shows:
+    the explorers' registry's count and `STILL_FIGURES`'."""
+    from attention_lib.explorers.registry import shown_in
+
+    return sum(shown_in(notebook).values()), len(STILL_FIGURES.get(notebook, {}))
 
 
 def make(shape, lib="numpy", dtype="float64", seed=0):

@@ -106,7 +106,7 @@ def test_noisy_repeats_are_warned_about():
 
 
 def test_the_timing_figure_labels_every_length_and_fits_a_cell():
-    fig = timing_figure(power_rows(soft=1.9, lin=0.9), points=3)
+    fig = timing_figure(power_rows(soft=1.9, lin=0.9), points=3).fig
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["256", "512", "1024", "2048", "4096"]
     assert ax.get_title() == describe_slopes(timing_slopes(power_rows(soft=1.9, lin=0.9)))
@@ -130,7 +130,7 @@ def sink_runs() -> dict:
 
 def test_the_sink_figure_fits_and_its_title_comes_from_the_runs():
     runs = sink_runs()
-    fig = sink_figure(runs)
+    fig = sink_figure(runs).fig
     assert fig.bbox.width <= 840 and texts_outside(fig) == []
     assert fig.get_suptitle() == sink_headline(runs)
     assert "puts 99% of their weight on it" in sink_headline(runs)
@@ -157,7 +157,7 @@ def test_the_training_caption_says_what_the_loss_did():
     assert "below 0.1 by step" in text.splitlines()[1]
     slow = retrieval(1.0, np.linspace(1.8, 0.6, 150))
     assert "falls from 1.8 to 0.64 (64% lower)" in describe_training(slow, falling)
-    fig = retrieval_figure(slow, falling)
+    fig = retrieval_figure(slow, falling).fig
     assert fig.get_suptitle() == describe_training(slow, falling)
     assert fig.bbox.width <= 840 and texts_outside(fig) == []
 

@@ -118,7 +118,7 @@ def test_the_sigmoid_and_differential_figure_draws_the_library_weights():
     assert parts[1] == f"sigmoid: rows sum {s.min():.2f}–{s.max():.2f}"
     negative = int((weights["differential, λ = 0.5"] < 0).sum())
     assert negative > 0 and f"{negative}/60 negative" in parts[2]
-    fig = sigmoid_differential_figure(q, k, lam=0.5)
+    fig = sigmoid_differential_figure(q, k, lam=0.5).fig
     assert fig._suptitle.get_text() == "\n".join(parts)
     images = [im.get_array() for ax in fig.axes for im in ax.images]
     assert len(images) == 3 and np.allclose(images[2], weights["differential, λ = 0.5"])

@@ -7,6 +7,7 @@ from matplotlib.figure import Figure
 
 from ..saturation import RetrievalRun, describe_training, run_label
 from ..scaling import dot_product_samples
+from .still import StillFigure
 from .style import TITLE_SIZE, still_figure
 
 __all__ = ["retrieval_figure", "spread_figure"]
@@ -45,13 +46,13 @@ def spread_figure(width: int = 256, samples: int = 5_000, seed: int = 2) -> Figu
     return fig
 
 
-def retrieval_figure(unscaled: RetrievalRun, scaled: RetrievalRun, window: int = 10) -> Figure:
+def retrieval_figure(unscaled: RetrievalRun, scaled: RetrievalRun, window: int = 10) -> StillFigure:
     """Loss (log axis) and mean attention entropy per step for two training runs, side by side.
 
     The raw per-step loss is drawn faintly under its trailing mean over
     ``window`` steps; the headline is `describe_training` (computed from the
-    runs). The figure (840 px wide: it fits a laptop's notebook cell) is not
-    known to pyplot: display it (``display(fig)``) where it should appear.
+    runs), and so is the text alternative. The unscaled run is drawn solid,
+    the scaled one dashed. 840 px wide: it fits a laptop's notebook cell.
     Raises ValueError if the runs differ in length or number of keys.
     """
     if unscaled.loss.shape != scaled.loss.shape or unscaled.keys != scaled.keys:
@@ -63,14 +64,14 @@ def retrieval_figure(unscaled: RetrievalRun, scaled: RetrievalRun, window: int =
     fig = still_figure(height=3.9)
     ax_loss, ax_ent = fig.subplots(1, 2)
     steps = np.arange(1, unscaled.loss.size + 1)  # (steps,)
-    for run, color in ((unscaled, "tab:red"), (scaled, "tab:blue")):
+    for run, color, style in ((unscaled, "tab:red", "-"), (scaled, "tab:blue", "--")):
         label = run_label(run)
         ax_loss.plot(steps, run.loss, color=color, lw=0.8, alpha=0.3)
         smooth = run.smoothed_loss(window)  # (steps - window + 1,)
-        ax_loss.plot(steps[window - 1 :], smooth, color=color, lw=2, label=label)
-        ax_ent.plot(steps, run.entropy, color=color, lw=2, label=label)
+        ax_loss.plot(steps[window - 1 :], smooth, style, color=color, lw=2, label=label)
+        ax_ent.plot(steps, run.entropy, style, color=color, lw=2, label=label)
     ax_ent.axhline(
-        scaled.max_entropy, color="gray", ls="--", lw=1, label=f"uniform (ln {scaled.keys})"
+        scaled.max_entropy, color="gray", ls=":", lw=1, label=f"uniform (ln {scaled.keys})"
     )
     ax_loss.set_yscale("log")
     ax_loss.set_ylim(1e-4, 5)  # the faint per-step noise of a solved task goes lower
@@ -84,4 +85,16 @@ def retrieval_figure(unscaled: RetrievalRun, scaled: RetrievalRun, window: int =
     ax_ent.set_title(f"how spread the weights are over {scaled.keys} keys", fontsize=TITLE_SIZE)
     ax_ent.legend(fontsize=8)
     fig.suptitle(describe_training(unscaled, scaled, window), fontsize=TITLE_SIZE)
-    return fig
+    entropy = "; ".join(
+        f"{run_label(run)} from {run.entropy[0]:.2g} to {run.entropy[-1]:.2g} nats, "
+        f"at most {run.entropy.max():.2g}"
+        for run in (unscaled, scaled)
+    )
+    alt = (
+        f"Two line charts over {unscaled.loss.size} training steps, {run_label(unscaled)} "
+        f"solid red, {run_label(scaled)} dashed blue. Left, the loss on a log scale: "
+        + "; ".join(describe_training(unscaled, scaled, window).splitlines())
+        + f". Right, the mean attention entropy, against ln {scaled.keys} = "
+        f"{scaled.max_entropy:.2f} nats for even weights: {entropy}."
+    )
+    return StillFigure(fig, alt)

@@ -2,9 +2,11 @@
 
 A still figure is a `matplotlib.figure.Figure` with an Agg canvas, not
 known to pyplot (nothing accumulates in pyplot's list of open figures, and
-nothing is shown twice): a notebook shows it with ``display(fig)``. It is
-laid out by matplotlib's constrained layout and at most 8.4 inches wide,
-840 px at 100 dpi, the width of a laptop's notebook cell.
+nothing is shown twice), handed to a notebook as a `StillFigure` with its
+text alternative. It is laid out by matplotlib's constrained layout and at
+most 8.4 inches wide, 840 px at 100 dpi, the width of a laptop's notebook
+cell. Series a figure tells apart differ by marker or line style as well as
+by colour.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ __all__ = [
     "HATCH_COLOUR",
     "MASKED_COLOUR",
     "MODEL_COLOURS",
+    "MODEL_MARKERS",
+    "SERIES_MARKERS",
     "TITLE_SIZE",
     "WORD_COLOURS",
     "still_figure",
@@ -36,6 +40,10 @@ MODEL_COLOURS = {
     "inv_d64": "tab:green",
     "sqrt_d64": "tab:purple",
 }
+#: one marker per trained model too: colour never tells the models apart alone
+MODEL_MARKERS = {"sqrt_d16": "o", "none_d16": "s", "inv_d64": "^", "sqrt_d64": "D"}
+#: markers for the series of a chart, in turn, so that lines differ by more than colour
+SERIES_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 #: the beginner's friends and words, in turn
 WORD_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b")
 
