@@ -13,9 +13,11 @@ Chromium, the other front ends this machine can run:
 For each, on each notebook: Run All gives no error output (a cell that raises
 on purpose, tagged ``raises-exception``, shows its own message: in Voila the
 error's name and text, never "There was an error when executing cell"), every
-explorer is drawn (its picture not blank), and moving a slider redraws the
-picture. ``make test`` runs notebook 01 (five explorers, the trained model
-among them) in each front end; the soak (``make test-soak``) runs them all.
+explorer is drawn (its picture not blank), every still figure the notebook
+lists (`support.STILL_FIGURES`) is a drawn picture with its text alternative,
+and moving a slider redraws the picture. ``make test`` runs notebook 01 (five
+explorers, the trained model among them) in each front end; the soak (``make
+test-soak``) runs them all.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import json
 from pathlib import Path
 
 import pytest
+from stills import check_still_figures
 
 import labdriver
 from attention_lib.explorers.registry import shown_in
@@ -53,10 +56,12 @@ def deliberate_errors(name: str) -> list[str]:
 
 
 def check_pictures(page, name: str, where: str) -> None:
+    """Every explorer drawn and every still figure shown, as many as the notebook lists."""
     pictures = labdriver.pictures(page)
     assert len(pictures) == explorers_in(name), f"{where}: {len(pictures)} explorer pictures"
     blank = [p for p in pictures if not (p["width"] and p["draws"] and p["inked"])]
     assert blank == [], f"{where}: blank pictures {blank}"
+    check_still_figures(page, name, where)
 
 
 # -- plain JupyterLab and Notebook 7: the page driver's own waits ----------------------

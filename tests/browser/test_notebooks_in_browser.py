@@ -43,6 +43,7 @@ import laptop
 import numpy as np
 import pytest
 from ask_before_telling import asks, check_answers_wait
+from stills import check_still_figures
 
 from attention_lib import (
     attention_weights,
@@ -548,6 +549,10 @@ def _readout_matches(control: dict, dom: dict) -> str | None:
 @pytest.mark.notebooks(only=laptop.shows_an_explorer)
 def test_first_open_shows_still_pictures(notebook) -> None:
     laptop.check_still_pictures(notebook.first_open, trusted=False)  # read before Run All
+
+
+def test_every_still_figure_is_a_picture_with_its_alternative(notebook) -> None:
+    check_still_figures(notebook, notebook.path, notebook.path)
 
 
 def test_runs_all_cells_without_errors(notebook) -> None:

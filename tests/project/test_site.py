@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from support import pictures_in
 
 from course import site
 
@@ -67,17 +68,20 @@ def _shown_code_cells(nb: dict) -> int:
 
 
 def _pictures(nb: dict) -> list[str]:
-    """The base64 of every picture the notebook's outputs hold: figures (image/png) and
-    explorers' stills (an <img> in the text/html beside the widget view)."""
-    found = []
+    """The base64 of every distinct picture the notebook's outputs hold: still figures
+    (image/png, and the <img> of it in their text/html) and explorers' stills (an <img> in the
+    text/html beside the widget view)."""
+    found: dict[str, None] = {}
     for cell in nb["cells"]:
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             if "image/png" in data:
-                found.append("".join(data["image/png"]).strip())
+                found["".join(data["image/png"]).strip()] = None
             html = "".join(data.get("text/html", ""))
-            found += re.findall(r'<img [^>]*src="data:image/png;base64,([^"]+)"', html)
-    return found
+            found.update(
+                dict.fromkeys(re.findall(r'<img [^>]*src="data:image/png;base64,([^"]+)"', html))
+            )
+    return list(found)
 
 
 @pytest.fixture(scope="module")
@@ -110,18 +114,18 @@ def test_every_page(built, notebook):
     cells = _cells(page)
     shown = "".join(cells)
 
-    # pictures: every explorer's still and every figure, as the notebook holds them
+    # pictures: every explorer's still and every still figure, as support.STILL_FIGURES and the
+    # explorers' registry count them, each once and each with a text alternative
     pictures = _pictures(nb)
-    explorers = sum(
-        "application/vnd.jupyter.widget-view+json" in o.get("data", {})
-        for c in nb["cells"]
-        for o in c.get("outputs", [])
-    )
-    if explorers:
-        assert pictures, f"{notebook.name} has {explorers} widgets and no still picture"
     for data in pictures:
         assert f"data:image/png;base64,{data[:200]}" in shown, f"a picture is missing: {data[:40]}"
-    assert len(re.findall(r"<img ", shown)) >= len(pictures)
+    images = re.findall(r'<img [^>]*src="data:image/png;base64,[^>]*>', shown)
+    assert len(images) == sum(pictures_in(notebook.stem)) == len(pictures), (
+        f"{notebook.name}: {len(images)} pictures on the page, {len(pictures)} in the notebook, "
+        f"{pictures_in(notebook.stem)} (explorers, still figures) listed"
+    )
+    alts = [re.search(r'alt="([^"]+)"', image) for image in images]
+    assert all(alts), f"{notebook.name}: a picture with no text alternative"
 
     # errors: only where the lesson raises on purpose, and then its own message
     for cell in cells:
