@@ -42,7 +42,7 @@ STILL_FIGURES: dict[str, dict[str, str | None]] = {
         "6c006d27": None,  # HBM traffic against T
     },
     "06_researcher_alternatives": {
-        "10868c8c": "(dashed lines)",  # softmax against linear attention, timed
+        "10868c8c": "(dashed and dotted lines)",  # softmax against linear attention, timed
         "42b0930a": None,  # random features' error
         "756a47e2": None,  # attention sinks
         "2a03a6ed": "The three maps side by side",  # sigmoid and differential attention

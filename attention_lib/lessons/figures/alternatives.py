@@ -23,7 +23,7 @@ from ..alternatives import (
     timing_slopes,
 )
 from .still import StillFigure
-from .style import TITLE_SIZE, still_figure
+from .style import BLUE, TITLE_SIZE, series_cycle, still_figure
 
 __all__ = ["feature_error_figure", "sigmoid_differential_figure", "sink_figure", "timing_figure"]
 
@@ -35,8 +35,9 @@ def _numbers(values: Sequence[float], digits: str = ".3g") -> str:
 def timing_figure(rows: Sequence[TimingRow], points: int = 3) -> StillFigure:
     """Median time per call against T for softmax and linear attention, log-log.
 
-    Every measured T is a labelled tick; the dashed lines are the slopes
-    fitted on the ``points`` largest T (`timing_slopes`), and the title is
+    Every measured T is a labelled tick; the dashed (softmax) and dotted
+    (linear) lines are the slopes fitted on the ``points`` largest T
+    (`timing_slopes`), and the title is
     `describe_slopes` of them: it says "about quadratically" only when the
     fitted slope is within 0.3 of 2 (and so on). Raises ValueError with fewer
     than two rows.
@@ -44,11 +45,11 @@ def timing_figure(rows: Sequence[TimingRow], points: int = 3) -> StillFigure:
     slopes = timing_slopes(rows, points)
     lengths = np.array([r.length for r in rows], dtype=float)  # (n,)
     fig = still_figure(height=4.0)
-    ax = fig.add_subplot()
+    ax = series_cycle(fig.add_subplot())
     fitted = lengths >= slopes.from_length  # (n,)
-    for name, seconds, slope, marker in (
-        ("softmax attention", [r.softmax_s for r in rows], slopes.softmax, "o"),
-        ("linear attention, elu+1", [r.linear_s for r in rows], slopes.linear, "s"),
+    for name, seconds, slope, marker, fit_style in (
+        ("softmax attention", [r.softmax_s for r in rows], slopes.softmax, "o", "--"),
+        ("linear attention, elu+1", [r.linear_s for r in rows], slopes.linear, "s", ":"),
     ):
         ms = np.array(seconds) * 1e3  # (n,)
         (line,) = ax.loglog(lengths, ms, marker + "-", label=f"{name} (median)")
@@ -58,7 +59,7 @@ def timing_figure(rows: Sequence[TimingRow], points: int = 3) -> StillFigure:
         ax.loglog(
             lengths[fitted],
             fit,
-            "--",
+            fit_style,
             color=line.get_color(),
             lw=1,
             label=f"fit: slope {slope:.2f}",
@@ -73,7 +74,8 @@ def timing_figure(rows: Sequence[TimingRow], points: int = 3) -> StillFigure:
         f"Log-log chart of the median time per call against T = "
         f"{_numbers([r.length for r in rows], 'd')}: softmax attention (circles) "
         f"{_numbers([r.softmax_s * 1e3 for r in rows])} ms, linear attention (squares) "
-        f"{_numbers([r.linear_s * 1e3 for r in rows])} ms, with dashed fitted lines. "
+        f"{_numbers([r.linear_s * 1e3 for r in rows])} ms, each with its fitted line (dashed, "
+        "dotted). "
         f"{describe_slopes(slopes)}."
     )
     return StillFigure(fig, alt)
@@ -93,6 +95,7 @@ def feature_error_figure(rows: Sequence[FeatureErrorRow]) -> StillFigure:
         errs,
         yerr=[r.std_error for r in rows],
         fmt="o-",
+        color=BLUE,
         capsize=3,
         label="Performer against exact softmax attention",
     )
@@ -111,8 +114,8 @@ def feature_error_figure(rows: Sequence[FeatureErrorRow]) -> StillFigure:
     ax.legend()
     alt = (
         f"Log-log chart of the Performer's relative error against the number of random "
-        f"features m = {_numbers(ms, 'd')}: {_numbers(errs, '.3f')} (circles, with error bars of one "
-        f"standard deviation), beside a dashed 1/√m line. Fitted slope {slope:.2f} against "
+        f"features m = {_numbers(ms, 'd')}: {_numbers(errs, '.3f')} (circles, with error bars "
+        f"of one standard deviation), beside a dashed 1/√m line. Fitted slope {slope:.2f} against "
         f"-0.5; {ms[-1] // ms[0]} times the features cut the error {gain:.0f} times, where "
         f"1/√m would give {ideal_gain:.0f}."
     )
@@ -185,6 +188,7 @@ def sigmoid_differential_figure(
     axes[0].set_ylabel("query")
     fig.colorbar(image, ax=axes[:3], label="weight", shrink=0.9)
     rows = np.arange(next(iter(weights.values())).shape[0])  # (L,)
+    series_cycle(axes[3])
     for offset, hatch, (name, w) in zip(
         (-0.27, 0, 0.27), ("", "///", "..."), weights.items(), strict=True
     ):

@@ -23,7 +23,7 @@ from ...bench.results import BenchmarkRun, GpuRun, benchmark_headline
 from ..cost import attention_traffic
 from ..gpu import NO_GPU_RESULTS, gpu_caption
 from .still import StillFigure
-from .style import SERIES_MARKERS, still_figure
+from .style import SERIES_MARKERS, series_cycle, still_figure
 
 __all__ = [
     "benchmark_figure",
@@ -83,6 +83,7 @@ def plot_traffic(
     the shortest and the longest T. Raises ValueError as `attention_traffic`.
     """
     lengths = sorted(int(t) for t in lengths)
+    series_cycle(ax)
     ratios = []
     for path, style in _STYLES.items():
         for direction, marker in _MARKERS.items():
@@ -117,6 +118,8 @@ def plot_benchmark(
     guides show slopes 1 and 2 for reference. ``axes`` is (time_ax, memory_ax).
     """
     fits = run.exponents(width, causal)
+    for ax in axes:
+        series_cycle(ax)
     markers = dict(zip(run.paths, itertools.cycle(SERIES_MARKERS), strict=False))
     for ax, metric, ylabel in (
         (axes[0], "time", "median time per call (s)"),
@@ -186,7 +189,7 @@ def plot_cpu_and_gpu(
     rows at ``width``, ``dtype`` and ``causal``; with no GPU runs it holds
     `NO_GPU_RESULTS` as text instead of lines.
     """
-    cpu_ax, gpu_ax = axes
+    cpu_ax, gpu_ax = (series_cycle(ax) for ax in axes)
     if cpu_run is not None:
         for path in cpu_run.paths:
             points = _cpu_throughput(cpu_run, path, width, causal)

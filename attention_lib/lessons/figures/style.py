@@ -11,18 +11,27 @@ by colour.
 
 from __future__ import annotations
 
+from typing import Any
+
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 __all__ = [
+    "BLUE",
     "CELL_WIDTH_IN",
+    "GREEN",
     "HATCH_COLOUR",
     "MASKED_COLOUR",
     "MODEL_COLOURS",
     "MODEL_MARKERS",
+    "ORANGE",
+    "PURPLE",
+    "SERIES_COLOURS",
     "SERIES_MARKERS",
     "TITLE_SIZE",
+    "VERMILLION",
     "WORD_COLOURS",
+    "series_cycle",
     "still_figure",
 ]
 
@@ -33,19 +42,27 @@ TITLE_SIZE = 10
 #: the causal mask's cells, where no weight can go: grey, hatched in this colour
 MASKED_COLOUR = "#d9d9d9"
 HATCH_COLOUR = "#9a9a9a"
+#: Okabe and Ito's palette: every pair stays apart (at least 11 in CAM02-UCS) under
+#: deuteranopia, protanopia and tritanopia as for normal colour vision, where matplotlib's
+#: default red and green, or blue and purple, fall to 2-5 (tests/lessons/test_colour_vision.py)
+SERIES_COLOURS = (
+    "#0072B2",  # blue
+    "#D55E00",  # vermillion
+    "#009E73",  # bluish green
+    "#CC79A7",  # reddish purple
+    "#E69F00",  # orange
+    "#56B4E9",  # sky blue
+    "#000000",  # black
+)
+BLUE, VERMILLION, GREEN, PURPLE, ORANGE = SERIES_COLOURS[:5]
 #: one colour per trained model (`attention_lib.model.catalogue.TRAINED`), in every figure
-MODEL_COLOURS = {
-    "sqrt_d16": "tab:blue",
-    "none_d16": "tab:red",
-    "inv_d64": "tab:green",
-    "sqrt_d64": "tab:purple",
-}
+MODEL_COLOURS = {"sqrt_d16": BLUE, "none_d16": VERMILLION, "inv_d64": GREEN, "sqrt_d64": PURPLE}
 #: one marker per trained model too: colour never tells the models apart alone
 MODEL_MARKERS = {"sqrt_d16": "o", "none_d16": "s", "inv_d64": "^", "sqrt_d64": "D"}
 #: markers for the series of a chart, in turn, so that lines differ by more than colour
 SERIES_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 #: the beginner's friends and words, in turn
-WORD_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b")
+WORD_COLOURS = (BLUE, ORANGE, GREEN, PURPLE, VERMILLION)
 
 
 def still_figure(width: float = CELL_WIDTH_IN, height: float = 4.0) -> Figure:
@@ -62,3 +79,10 @@ def still_figure(width: float = CELL_WIDTH_IN, height: float = 4.0) -> Figure:
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
     return fig
+
+
+def series_cycle(ax: Any) -> Any:
+    """Give ``ax`` the course's colours (`SERIES_COLOURS`) for the series drawn on it next, in
+    place of matplotlib's default ones; returns it."""
+    ax.set_prop_cycle(color=SERIES_COLOURS)
+    return ax
