@@ -362,7 +362,8 @@ def report(results: list[dict], load: MachineLoad | None = None) -> list[str]:
             f"machine: {cpu_model()}, {load.cpus} CPUs; load average before "
             f"{_loads(load.before)}, during median {_fmt(during['median']).strip()} "
             f"max {_fmt(during['max']).strip()}, after {_loads(load.after)}; "
-            f"others' CPU share {_share(load.others_share)}"
+            f"others' CPU share {_share(load.others_share)}, others' load during "
+            f"{_fmt(load.others_load).strip()} (this run's own {_fmt(load.own_cpus).strip()} CPUs)"
         )
     lines.append(
         "browser: key press, click or choice to redrawn figure "

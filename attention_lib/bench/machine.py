@@ -146,6 +146,12 @@ class MachineLoad:
     before the loaded ones), so the 1-minute load average then counts its own
     work and is no sign of others (`busy_warnings` leaves it out; it is still
     recorded).
+
+    ``others_load`` is the median load average during the run less this
+    tree's own CPU use over it (``own_cpus``, in CPUs): the runnable work of
+    others, short-lived processes included, which ``others_share`` misses (a
+    test suite's many brief processes read as 2% of the CPU beside a load
+    average of 4.5 on 2 CPUs).
     """
 
     cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
@@ -155,7 +161,9 @@ class MachineLoad:
     after: tuple[float, float, float] | None = None
     others_share: float | None = None
     others_cpu_seconds: float | None = None
+    own_cpus: float | None = None
     _cpu_at_start: dict[int, float] = field(default_factory=dict, repr=False)
+    _own_at_start: float = field(default=0.0, repr=False)
     _started: float = 0.0
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
     _sampler: threading.Thread | None = field(default=None, repr=False)
@@ -172,6 +180,7 @@ class MachineLoad:
         self._cpu_at_start = {
             p.pid: t for p in psutil.process_iter() if (t := _cpu_seconds(p)) is not None
         }
+        self._own_at_start = _tree_cpu_seconds()
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
         return self
@@ -194,7 +203,15 @@ class MachineLoad:
         self.after = os.getloadavg()
         self.others_cpu_seconds = used
         self.others_share = used / (wall * self.cpus) if wall > 0 else None
+        self.own_cpus = (_tree_cpu_seconds() - self._own_at_start) / wall if wall > 0 else None
         return self
+
+    @property
+    def others_load(self) -> float | None:
+        """The median 1-minute load average during the run less this tree's own CPUs."""
+        if not self.during or self.own_cpus is None:
+            return None
+        return float(np.median(self.during)) - self.own_cpus
 
     def record(self) -> dict:
         during = np.asarray(self.during or [np.nan])
@@ -210,9 +227,26 @@ class MachineLoad:
             "load_average_before_counts": self.load_before_counts,
             "others_cpu_share": self.others_share,
             "others_cpu_seconds": self.others_cpu_seconds,
+            "own_cpus": self.own_cpus,
+            "others_load_during": self.others_load,
             "busy": bool(busy_warnings(self)),
             "warnings": busy_warnings(self),
         }
+
+
+def _tree_cpu_seconds() -> float:
+    """CPU seconds used so far by this process, its living descendants and the children it
+    has waited for."""
+    me = psutil.Process()
+    with contextlib.suppress(psutil.Error):
+        times = me.cpu_times()
+        total = times.user + times.system + times.children_user + times.children_system
+        for child in me.children(recursive=True):
+            with contextlib.suppress(psutil.Error):  # its own waited-for children too
+                t = child.cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+        return total
+    return 0.0
 
 
 def busy_warnings(load: MachineLoad) -> list[str]:
@@ -228,6 +262,13 @@ def busy_warnings(load: MachineLoad) -> list[str]:
         warnings.append(
             f"the 1-minute load average was {before[0]:.1f} before the run, on "
             f"{load.cpus} CPUs (more than {BUSY_LOAD_PER_CPU} per CPU)"
+        )
+    others = load.others_load
+    if others is not None and others > BUSY_LOAD_PER_CPU * load.cpus:
+        warnings.append(
+            f"the 1-minute load average during the run was {np.median(load.during):.1f} "
+            f"(median), {others:.1f} of it others' beside this run's {load.own_cpus:.1f} CPUs, "
+            f"on {load.cpus} CPUs (more than {BUSY_LOAD_PER_CPU} per CPU)"
         )
     if warnings:
         warnings.append("these timings are not an idle machine's: re-run on an idle one")

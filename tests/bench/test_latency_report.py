@@ -82,6 +82,24 @@ def test_busy_warnings_name_each_sign(others_share, before, warned):
     assert _load(others_share, before).record()["busy"] == bool(warned)
 
 
+@pytest.mark.parametrize(
+    ("during", "own", "warned"),
+    [([4.4, 4.5, 4.6], 1.2, "load average during the run was 4.5 (median), 3.3 of it others'"),
+     ([1.4, 1.5, 1.6], 1.2, None), ([4.5], None, None)],
+)  # fmt: skip
+def test_a_run_is_busy_when_others_load_the_machine_during_it(during, own, warned):
+    """Others' short-lived processes escape the CPU-time count (2% beside a load average of 4.5
+    on 2 CPUs): the load average during the run, less the run's own CPUs, shows them."""
+    load = _load(others_share=0.02)
+    load.during, load.own_cpus = during, own
+    warnings = latency.busy_warnings(load)
+    if warned is None:
+        assert warnings == []
+    else:
+        assert warned in warnings[0] and "on 2 CPUs" in warnings[0]
+        assert load.record()["busy"] and load.record()["others_load_during"] == pytest.approx(3.3)
+
+
 def test_a_busy_report_starts_and_ends_with_the_warning_and_names_the_machine():
     results = [{"notebook": "01_b.ipynb", "browser": [], "kernel": []}]
     lines = latency.report(results, _load(others_share=0.4))
@@ -89,7 +107,7 @@ def test_a_busy_report_starts_and_ends_with_the_warning_and_names_the_machine():
     machine = next(line for line in lines if line.startswith("machine: "))
     assert latency.cpu_model() in machine and "2 CPUs" in machine
     assert "load average before 0.10/0.10/0.10, during median 1.0 max 1.5" in machine
-    assert "others' CPU share 40%" in machine
+    assert "others' CPU share 40%, others' load during - (this run's own - CPUs)" in machine
     quiet = latency.report(results, _load(others_share=0.01))
     assert not any(line.startswith("WARNING") for line in quiet)
 
@@ -125,6 +143,7 @@ def test_machine_load_counts_the_cpu_of_a_process_not_its_own(tmp_path):
     assert spent >= 0.5, "the spinner never got the CPU"
     assert load.others_cpu_seconds >= 0.95 * spent
     assert 0 < load.others_share <= 1.0
+    assert load.own_cpus is not None and load.own_cpus > 0  # the own spinner
     assert load.before is not None and load.after is not None
 
 
