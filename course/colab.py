@@ -1,4 +1,4 @@
-"""Colab: the guarded set-up cell that opens every notebook, and the README's links.
+"""Colab: the guarded set-up cell that opens every notebook; the README's addresses.
 
 Colab runs a notebook from GitHub in its own Python, which has torch, numpy,
 matplotlib and ipywidgets but not the course. The first code cell of every
@@ -8,9 +8,12 @@ torch and the rest stay as they are, plus the runtime requirements Colab
 lacks. Anywhere else (``"google.colab"`` not imported) the cell does nothing
 and prints nothing, so nbval sees no output from it.
 
-Both the cell and the links are generated from pyproject.toml (`project`):
-``python -m course colab`` rewrites them; ``--check`` fails on a difference
-(the tests run it).
+The cell and every address the README gives (the Colab links, the Binder
+badge, the hub's clone command and its nbgitpuller link: `README_REGIONS`) are
+generated from pyproject.toml's version and ``[project.urls] Repository``
+(`project`): ``python -m course colab`` rewrites them, so publishing the course
+at another address is that one edit and that one command; ``--check`` fails on
+a difference (the tests run it).
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ import sys
 from pathlib import Path
 
 from .paths import REPO
+from .project import binder_link, repository, repository_url, version
 from .project import pin as _pin
-from .project import repository, version
 
 __all__ = [
     "COLAB_ONLY",
+    "README_REGIONS",
     "SETUP_TAG",
     "colab_link",
     "install_command",
@@ -39,14 +43,14 @@ SETUP_TAG = "colab-setup"
 COLAB_ONLY = ("array-api-compat", "isal")
 _NOTEBOOKS = REPO / "notebooks"
 _README = REPO / "README.md"
-_LINKS_START = "<!-- colab links: python -m course colab -->"
-_LINKS_END = "<!-- end of colab links -->"
+#: the README's generated regions, each between ``<!-- NAME: python -m course colab -->`` and
+#: ``<!-- end of NAME -->``
+README_REGIONS = ("colab links", "binder badge", "clone command", "hub link")
 
 
 def install_command() -> list[str]:
     """The pip arguments the set-up cell runs under Colab (after ``python -m pip``)."""
-    owner, name = repository()
-    course = f"attention-lib @ git+https://github.com/{owner}/{name}@v{version()}"
+    course = f"attention-lib @ git+{repository_url()}@v{version()}"
     return ["install", "--quiet", "--no-deps", course, *(_pin(n) for n in COLAB_ONLY)]
 
 
@@ -114,21 +118,41 @@ def sync_notebook(path: Path, check: bool = False) -> bool:
     return False
 
 
-def readme_links() -> str:
-    """The README's table of "Open in Colab" links, one per notebook."""
-    rows = [
-        f"[{p.stem}]({colab_link(p.name)})" for p in sorted(_NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-    ]
-    return "\n".join([_LINKS_START, "Open in Colab: " + " · ".join(rows), _LINKS_END])
+def readme_region(name: str) -> str:
+    """What the README's generated region ``name`` (one of `README_REGIONS`) holds."""
+    from .hub import pull_link  # the hub's module, which imports nbgrader's settings
+
+    if name == "colab links":
+        links = [f"[{p.stem}]({colab_link(p.name)})" for p in _NOTEBOOKS.glob("[0-9][0-9]_*")]
+        return "\nOpen in Colab: " + " · ".join(sorted(links)) + "\n"
+    if name == "binder badge":
+        return f"[![Binder](https://mybinder.org/badge_logo.svg)]({binder_link()})"
+    if name == "clone command":  # an indented code block, apart from its markers
+        lines = [
+            "sudo apt-get install python3-venv npm git",
+            f"git clone {repository_url()} && cd {repository()[1]}",
+            "sudo python3 -m course hub install",
+        ]
+        return "\n\n" + "".join(f"    {line}\n" for line in lines) + "\n"
+    if name == "hub link":
+        return f"\n\n    {pull_link('https://hub.example.org')}\n\n"
+    raise KeyError(f"no README region {name!r}; the regions are {list(README_REGIONS)}")
+
+
+def _markers(name: str) -> tuple[str, str]:
+    return f"<!-- {name}: python -m course colab -->", f"<!-- end of {name} -->"
 
 
 def sync_readme(check: bool = False) -> bool:
-    """Rewrite the README's Colab links; True if they were already current."""
+    """Rewrite the README's generated regions; True if they were all already current."""
     text = _README.read_text(encoding="utf-8")
-    pattern = re.compile(re.escape(_LINKS_START) + r".*?" + re.escape(_LINKS_END), re.S)
-    if not pattern.search(text):
-        raise LookupError(f"README.md has no {_LINKS_START!r} ... {_LINKS_END!r} block")
-    new = pattern.sub(lambda _: readme_links(), text)
+    new = text
+    for name in README_REGIONS:
+        start, end = _markers(name)
+        pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
+        if not pattern.search(new):
+            raise LookupError(f"README.md has no {start!r} ... {end!r} region")
+        new = pattern.sub(lambda _, n=name, s=start, e=end: s + readme_region(n) + e, new)
     if new == text:
         return True
     if not check:

@@ -1,4 +1,5 @@
-"""What pyproject.toml says about the course: its version and its repository's address."""
+"""What pyproject.toml says about the course: its version and its repository's address, and the
+addresses built from them (the repository's page, Binder's)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from functools import cache
 
 from .paths import REPO
 
-__all__ = ["pin", "repository", "version"]
+__all__ = ["binder_link", "pin", "repository", "repository_url", "version"]
 
 
 @cache
@@ -31,6 +32,22 @@ def repository() -> tuple[str, str]:
     if not found:
         raise ValueError(f"pyproject.toml's Repository URL {url!r} is not a GitHub repository")
     return found.group(1), found.group(2)
+
+
+def repository_url() -> str:
+    """The repository's address on GitHub, ``https://github.com/<owner>/<name>``."""
+    owner, name = repository()
+    return f"https://github.com/{owner}/{name}"
+
+
+def binder_link(notebook: str = "00_start_here.ipynb") -> str:
+    """The Binder address that opens ``notebook`` in JupyterLab at the course's tagged
+    version (``v<version>``, as the Colab links), from pyproject.toml's Repository."""
+    owner, name = repository()
+    return (
+        f"https://mybinder.org/v2/gh/{owner}/{name}/v{version()}"
+        f"?urlpath=lab/tree/notebooks/{notebook}"
+    )
 
 
 def pin(name: str) -> str:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from .colab import SETUP_TAG
 from .paths import REPO
-from .project import repository, version
+from .project import binder_link, version
 
 __all__ = ["DEFAULT_OUT", "NOTEBOOKS", "binder_link", "build", "main", "prepare"]
 
@@ -78,16 +78,6 @@ math[display="block"] { margin: 0.6em 0; }
 {{ resources.course_nav }}
 {%- endblock body_header -%}
 """
-
-
-def binder_link(notebook: str = "00_start_here.ipynb") -> str:
-    """The Binder address that opens ``notebook`` in JupyterLab at the course's tagged
-    version (``v<version>``, as the Colab links), from pyproject.toml's Repository."""
-    owner, name = repository()
-    return (
-        f"https://mybinder.org/v2/gh/{owner}/{name}/v{version()}"
-        f"?urlpath=lab/tree/notebooks/{notebook}"
-    )
 
 
 def notebooks(folder: Path = NOTEBOOKS) -> list[Path]:

@@ -24,6 +24,12 @@ import sys
 import time
 import types
 from pathlib import Path
+from urllib.parse import quote
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 import pytest
 
@@ -31,15 +37,20 @@ import labdriver
 from course import colab
 
 REPO = labdriver.REPO
+NEW_ADDRESS = "https://github.com/someone-else/attention-notes"
 NOTEBOOKS = labdriver.numbered_notebooks()
-#: the command, literally, that a learner's Colab runs for this version of the course
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+#: where the course is published and its version, read here on their own (not by course.project)
+ADDRESS = PYPROJECT["project"]["urls"]["Repository"].removesuffix("/")
+VERSION = PYPROJECT["project"]["version"]
+#: the command that a learner's Colab runs for this version of the course
 EXPECTED_INSTALL = [
     "-m",
     "pip",
     "install",
     "--quiet",
     "--no-deps",
-    "attention-lib @ git+https://github.com/attention-three-ways/attention-course@v0.1.0",
+    f"attention-lib @ git+{ADDRESS}@v{VERSION}",
     "array-api-compat==1.16.0",
     "isal==1.9.1",
 ]
@@ -85,12 +96,37 @@ def test_every_notebook_opens_with_the_current_setup_cell(path):
 def test_the_cells_and_links_are_generated_from_pyproject():
     assert colab.main(["--check"]) == 0, "run python -m course colab"
     readme = (REPO / "README.md").read_text(encoding="utf-8")
+    github = ADDRESS.removeprefix("https://github.com/")
     for path in NOTEBOOKS:
         link = (
-            "https://colab.research.google.com/github/attention-three-ways/attention-course"
-            f"/blob/v0.1.0/notebooks/{path.name}"
+            f"https://colab.research.google.com/github/{github}/blob/v{VERSION}"
+            f"/notebooks/{path.name}"
         )
         assert f"[{path.stem}]({link})" in readme, f"no Open in Colab link for {path.name}"
+    assert f"https://mybinder.org/v2/gh/{github}/v{VERSION}?urlpath=" in readme
+    assert f"git clone {ADDRESS} && cd {github.split('/')[1]}" in readme
+
+
+def test_publishing_elsewhere_is_one_edit_and_one_command(tmp_path):
+    """A copy of the course whose pyproject.toml names another address: after
+    ``python -m course colab`` no README address or notebook names the old one."""
+    for part in ("course", "notebooks", "README.md", "pyproject.toml"):
+        source = REPO / part
+        copy = shutil.copytree if source.is_dir() else shutil.copy2
+        copy(source, tmp_path / part)
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text(encoding="utf-8").replace(ADDRESS, NEW_ADDRESS))
+    done = subprocess.run(
+        [sys.executable, "-m", "course", "colab"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    old, new = ADDRESS.removeprefix("https://github.com/"), "someone-else/attention-notes"
+    readme = (tmp_path / "README.md").read_text(encoding="utf-8")
+    for text in [readme, *(p.read_text(encoding="utf-8") for p in tmp_path.glob("notebooks/*"))]:
+        assert old not in text and quote(old, safe="") not in text
+    assert readme.count(new) >= len(NOTEBOOKS) + 2  # Colab links, Binder, the clone command
+    assert quote(NEW_ADDRESS, safe="") in readme  # the hub's nbgitpuller link
+    assert "cd attention-notes" in readme
 
 
 def test_no_shell_script_on_a_learners_path():

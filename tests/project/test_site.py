@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from support import pictures_in
 
-from course import site
+from course import project, site
 
 for _needed in ("nbconvert", "latex2mathml"):  # the dev extra's pins: the site needs them
     try:
@@ -227,9 +227,9 @@ def test_a_widget_without_a_still_shows_its_saved_picture_or_a_line_never_its_re
 
 
 def test_binder_link_is_read_from_pyproject():
-    owner_name = "/".join(site.repository())
+    owner_name = "/".join(project.repository())
     assert site.binder_link("01_beginner_crowded_room.ipynb") == (
-        f"https://mybinder.org/v2/gh/{owner_name}/v{site.version()}"
+        f"https://mybinder.org/v2/gh/{owner_name}/v{project.version()}"
         "?urlpath=lab/tree/notebooks/01_beginner_crowded_room.ipynb"
     )
 
