@@ -155,6 +155,7 @@ model: $(STAMP)
 # Re-execute every notebook in place, storing fresh outputs (then commit them).
 notebooks: $(STAMP)
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace notebooks/[0-9]*.ipynb
+	$(BIN)/python -m course.runtimes  # 00's sentence on how long each one took
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
