@@ -218,3 +218,43 @@ def test_runs_are_seeded() -> None:
     assert run_scale_as_knob().numbers == run_scale_as_knob().numbers
     assert str(run_model_width_scale()) == str(run_model_width_scale())
     assert attention_weights(np.ones((1, 2)), np.ones((3, 2))).shape == (1, 3)
+
+
+# -- 5. dropout left on in evaluation ---------------------------------------------------
+
+
+def test_dropout_in_eval_is_caught_and_the_fix_passes():
+    import torch
+
+    from attention_lib.lessons.mistakes import (
+        MistakeCaught,
+        attention_layer,
+        check_eval_is_deterministic,
+        run_dropout_in_eval,
+    )
+
+    q, k, v = torch.randn(3, 1, 2, 6, 8, generator=torch.Generator().manual_seed(1)).unbind()
+    with pytest.raises(MistakeCaught, match=r"dropout_p=self\.p if self\.training else 0\.0"):
+        check_eval_is_deterministic(attention_layer(0.2, mistaken=True), q, k, v)
+    fixed = attention_layer(0.2)
+    check_eval_is_deterministic(fixed, q, k, v)  # no dropout in evaluation
+    assert fixed.training  # the check leaves the mode as it found it
+    with torch.no_grad():
+        assert not torch.equal(fixed(q, k, v), fixed(q, k, v))  # it still drops in training
+
+    state = torch.get_rng_state()
+    run = run_dropout_in_eval()
+    assert torch.equal(state, torch.get_rng_state()), "the learner's random state is left as it was"
+    assert str(run) == str(run_dropout_in_eval())  # the same draws on every run
+    assert run.caught and run.correct_passes
+    assert run.numbers["largest difference, two calls in eval, mistaken"] > 0.1
+    assert run.numbers["largest difference from no dropout, fixed"] < 1e-6
+
+
+def test_the_mistakes_import_no_torch_until_the_fifth_runs():
+    import subprocess
+    import sys
+
+    code = "import sys, attention_lib.lessons.mistakes; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

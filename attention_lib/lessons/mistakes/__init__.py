@@ -1,7 +1,8 @@
-"""The four common attention mistakes, each run for real and caught by a check.
+"""The five common attention mistakes, each run for real and caught by a check.
 
     checks   `MistakeCaught`, `MistakeRun` and the ``check_*`` assertions
     runs     the shared inputs, the wrong functions and the ``run_*`` functions
+    dropout  the fifth: attention dropout left on in evaluation (torch, imported on use)
 
 Every ``run_*`` function makes the mistake on seeded inputs, computes the
 correct version next to it with `attention_lib`, and runs the check that is
@@ -27,6 +28,7 @@ from .checks import (
     check_scale_matches_head_width,
     future_leak,
 )
+from .dropout import attention_layer, check_eval_is_deterministic, run_dropout_in_eval
 from .runs import (
     attend_mask_after_softmax,
     attend_wrong_axis,
@@ -45,6 +47,8 @@ __all__ = [
     "MistakeRun",
     "attend_mask_after_softmax",
     "attend_wrong_axis",
+    "attention_layer",
+    "check_eval_is_deterministic",
     "check_no_future_leak",
     "check_not_saturated",
     "check_rows_sum_to_one",
@@ -53,6 +57,7 @@ __all__ = [
     "multi_head_qk",
     "qk_normalised_weights",
     "random_rows",
+    "run_dropout_in_eval",
     "run_mask_after_softmax",
     "run_model_width_scale",
     "run_scale_as_knob",
