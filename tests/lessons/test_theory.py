@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from support import make, to_numpy
+from support import FLOAT64, make, to_numpy
 
 from attention_lib import attention_weights, backend, softmax
 from attention_lib.lessons.saturation import (
@@ -269,7 +269,7 @@ def test_jacobian_norms_are_the_rows_own(sweep):
     got = jacobian_norms(sweep, "custom", 0.3, "median")[i]
     assert got == pytest.approx(np.median(per_row), rel=1e-12)
     torch_rows = jacobian_row_norms(torch.from_numpy(logits))
-    np.testing.assert_allclose(torch_rows.numpy(), per_row, rtol=1e-12)
+    np.testing.assert_allclose(torch_rows.numpy(), per_row, **FLOAT64)
 
 
 def test_jacobian_norms_bad_input(sweep):

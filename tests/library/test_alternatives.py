@@ -114,8 +114,8 @@ def test_cosine_logits_are_bounded_by_one_over_tau(lib):
         assert np.abs(logits).max() <= 1 / tau * (1 + 1e-12)
     # a key parallel to a query reaches the bound exactly
     q = make((1, 8), lib)
-    np.testing.assert_allclose(to_numpy(cosine_logits(q, 3 * q, 0.1)), [[10.0]], rtol=1e-12)
-    np.testing.assert_allclose(to_numpy(cosine_logits(q, -q, 0.1)), [[-10.0]], rtol=1e-12)
+    np.testing.assert_allclose(to_numpy(cosine_logits(q, 3 * q, 0.1)), [[10.0]], **FLOAT64)
+    np.testing.assert_allclose(to_numpy(cosine_logits(q, -q, 0.1)), [[-10.0]], **FLOAT64)
 
 
 def test_cosine_tau_is_clamped_as_swin_v2_does():
@@ -179,7 +179,7 @@ def test_linear_attention_equals_the_quadratic_form(lib, feature):
     slow = slow_kernel_attention(*(to_numpy(a) for a in (query, key, value)), phi_np)
     np.testing.assert_allclose(fast, slow, **FLOAT64)
     weights = to_numpy(kernel_weights(query, key, feature_map))
-    np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, **FLOAT64)
     np.testing.assert_allclose(weights @ to_numpy(value), slow, **FLOAT64)
 
 

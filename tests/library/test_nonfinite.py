@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import as_lib, make, to_numpy, torch_sdpa
+from support import FLOAT64, as_lib, make, to_numpy, torch_sdpa
 
 import attention_lib as al
 
@@ -100,7 +100,7 @@ def test_a_hidden_key_is_never_read(lib, path, case, bad):
     arrays = {"query": q, "key": k, "value": v, **kw}
     clean = to_numpy(_run(path, _lib(arrays, lib), kw))
     out = to_numpy(_run(path, _lib(_with(arrays, dirty, BAD[bad]), lib), kw))
-    np.testing.assert_allclose(out[hiding], clean[hiding], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(out[hiding], clean[hiding], **FLOAT64)
     seeing = [i for i in range(3) if i not in hiding]
     if seeing and (bad == "nan" or "key" not in dirty):
         # (c): the rows that see the entry are not finite where it reaches (a seen key of
@@ -140,7 +140,7 @@ def test_no_gradient_through_a_row_reads_a_hidden_key(path, case, bad):
         )
     for name in clean:
         np.testing.assert_allclose(
-            dirty_grads[name], clean[name], rtol=1e-12, atol=1e-14, err_msg=name
+            dirty_grads[name], clean[name], **FLOAT64, err_msg=name
         )
 
 
@@ -170,10 +170,10 @@ def test_a_row_seeing_no_key_gives_zeros_and_no_gradient(path, kind, bad):
 
     (out, grads), (want, want_grads) = run(dirty), run(clean)
     np.testing.assert_array_equal(out[1], 0.0)
-    np.testing.assert_allclose(out, want, rtol=1e-12)
+    np.testing.assert_allclose(out, want, **FLOAT64)
     np.testing.assert_array_equal(grads["query"][1], 0.0)
     for name in want_grads:
-        np.testing.assert_allclose(grads[name], want_grads[name], rtol=1e-12, err_msg=name)
+        np.testing.assert_allclose(grads[name], want_grads[name], **FLOAT64, err_msg=name)
 
 
 @pytest.mark.parametrize("path", PATHS)

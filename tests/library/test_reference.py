@@ -33,15 +33,15 @@ def test_returns_the_input_library_and_dtype(lib):
 def test_default_scale_is_one_over_sqrt_of_query_width():
     # value width 3 and a "model width" of 12 must not enter the scale: E = 4
     q, k, v = qkv("numpy", width=4, value_width=3)
-    np.testing.assert_allclose(sdpa(q, k, v), manual(q, k, v, 1 / math.sqrt(4)), rtol=1e-12)
-    np.testing.assert_allclose(sdpa(q, k, v), torch_sdpa(q, k, v), rtol=1e-12)
+    np.testing.assert_allclose(sdpa(q, k, v), manual(q, k, v, 1 / math.sqrt(4)), **FLOAT64)
+    np.testing.assert_allclose(sdpa(q, k, v), torch_sdpa(q, k, v), **FLOAT64)
 
 
 @pytest.mark.parametrize("scale", [0.0, -0.7, 2.5, 1e-3])
 def test_explicit_scale_is_used_as_given(lib, scale):
     q, k, v = qkv(lib)
     out = to_numpy(sdpa(q, k, v, scale=scale))
-    np.testing.assert_allclose(out, manual(*map(to_numpy, (q, k, v)), scale), rtol=1e-12)
+    np.testing.assert_allclose(out, manual(*map(to_numpy, (q, k, v)), scale), **FLOAT64)
     np.testing.assert_allclose(out, torch_sdpa(q, k, v, scale=scale), **FLOAT64)
     if scale == 0.0:  # every key scores the same: the plain mean of the values
         np.testing.assert_allclose(
@@ -54,16 +54,16 @@ def test_boolean_mask_true_takes_part(lib):
     mask = np.array([[1, 1, 0, 0], [0, 1, 0, 0], [1, 1, 1, 1]], dtype=bool)
     out = to_numpy(sdpa(q, k, v, attn_mask=as_lib(mask, lib)))
     qn, kn, vn = map(to_numpy, (q, k, v))
-    np.testing.assert_allclose(out[0], manual(qn[:1], kn[:2], vn[:2], 0.5)[0], rtol=1e-12)
-    np.testing.assert_allclose(out[1], vn[1], rtol=1e-12)  # one key left: its value exactly
-    np.testing.assert_allclose(out[2], manual(qn[2:], kn, vn, 0.5)[0], rtol=1e-12)
+    np.testing.assert_allclose(out[0], manual(qn[:1], kn[:2], vn[:2], 0.5)[0], **FLOAT64)
+    np.testing.assert_allclose(out[1], vn[1], **FLOAT64)  # one key left: its value exactly
+    np.testing.assert_allclose(out[2], manual(qn[2:], kn, vn, 0.5)[0], **FLOAT64)
 
 
 def test_float_mask_is_added_to_the_scaled_scores():
     q, k, v = qkv("numpy")
     bias = make((5, 7), seed=9)
     np.testing.assert_allclose(
-        sdpa(q, k, v, attn_mask=bias), manual(q, k, v, 0.5, bias), rtol=1e-12
+        sdpa(q, k, v, attn_mask=bias), manual(q, k, v, 0.5, bias), **FLOAT64
     )
     np.testing.assert_allclose(sdpa(q, k, v, attn_mask=bias), torch_sdpa(q, k, v, attn_mask=bias))
 
@@ -269,7 +269,7 @@ def test_dropout_is_inverted_and_reproducible(lib):
     plain = to_numpy(attention_weights(q, k))
     kept = w != 0
     assert abs(1 - kept.mean() - 0.25) < 0.02  # about a quarter dropped
-    np.testing.assert_allclose(w[kept], plain[kept] / 0.75, rtol=1e-12)  # survivors scaled up
+    np.testing.assert_allclose(w[kept], plain[kept] / 0.75, **FLOAT64)  # survivors scaled up
     out = to_numpy(sdpa(q, k, v, dropout_p=0.25, generator=7))
     np.testing.assert_allclose(out, to_numpy(sdpa(q, k, v, dropout_p=0.25, generator=7)))
     assert not np.allclose(out, to_numpy(sdpa(q, k, v, dropout_p=0.25, generator=8)))
@@ -329,4 +329,4 @@ def test_attention_weights_rows_are_shares(lib):
     q, k, _ = qkv(lib)
     w = to_numpy(attention_weights(q, k))
     assert w.shape == (2, 3, 5, 7) and (w >= 0).all()
-    np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(w.sum(-1), 1.0, **FLOAT64)

@@ -18,7 +18,7 @@ def test_matches_the_reference_in_float64(lib, block_q, block_k, is_causal):
     expected = to_numpy(scaled_dot_product_attention(q, k, v, is_causal=is_causal))
     out = flash_attention(q, k, v, is_causal=is_causal, block_q=block_q, block_k=block_k)
     assert type(out) is type(q) and out.dtype == q.dtype
-    np.testing.assert_allclose(to_numpy(out), expected, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(to_numpy(out), expected, **FLOAT64)
 
 
 @pytest.mark.parametrize("kind", ["bool", "float"])
@@ -33,7 +33,7 @@ def test_masks_are_sliced_per_tile(lib, kind, mask_shape):
         mask = torch.from_numpy(mask)
     expected = to_numpy(scaled_dot_product_attention(q, k, v, attn_mask=mask))
     out = flash_attention(q, k, v, attn_mask=mask, block_q=4, block_k=3)
-    np.testing.assert_allclose(to_numpy(out), expected, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(to_numpy(out), expected, **FLOAT64)
 
 
 def test_fully_masked_rows_give_zeros_and_nan_stays_in_its_row(lib):
@@ -68,7 +68,7 @@ def test_grouped_heads_and_explicit_scale(lib):
     for scale in (None, -0.4, 0.0):
         out = flash_attention(q, k, v, enable_gqa=True, scale=scale, block_q=2, block_k=3)
         expected = scaled_dot_product_attention(q, k, v, enable_gqa=True, scale=scale)
-        np.testing.assert_allclose(to_numpy(out), to_numpy(expected), atol=1e-6)
+        np.testing.assert_allclose(to_numpy(out), to_numpy(expected), **FLOAT64)
 
 
 def test_low_precision_is_returned_in_its_own_dtype():

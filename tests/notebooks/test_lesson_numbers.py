@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support import FLOAT64, tagged_cell_id
 from support import run_cells as notebook_cells
-from support import tagged_cell_id
 
 from attention_lib import scaled_dot_product_attention, softmax
 from attention_lib.lessons.scaling import WidthSweep, sweep_widths
@@ -168,4 +168,4 @@ def test_the_hand_checkable_example() -> None:
     q, k, v = names["Q"], names["K"], names["V"]
     a = np.exp(1 / np.sqrt(2))  # query one's weights are e^a / (2 e^a + 1) and 1 / (2 e^a + 1)
     np.testing.assert_allclose(names["weights"][0], [a, 1, a] / (2 * a + 1), rtol=1e-14)
-    np.testing.assert_allclose(names["output"], scaled_dot_product_attention(q, k, v), rtol=1e-14)
+    np.testing.assert_allclose(names["output"], scaled_dot_product_attention(q, k, v), **FLOAT64)
