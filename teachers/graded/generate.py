@@ -3,8 +3,16 @@
 For each assignment this writes nbgrader's source notebook, source/<a>/<a>.ipynb (the
 exercises' prose from the course notebook, each answer cell holding the course's solution
 between nbgrader's solution markers, each exercise's hidden test a call of the course's
-checker), then runs nbgrader's generate_assignment, which writes the learners' release,
-release/<a>/<a>.ipynb: the solutions cut to a stub, the hidden tests cut out, no outputs.
+checker on the assignment's own cases), then runs nbgrader's generate_assignment, which
+writes the learners' release, release/<a>/<a>.ipynb: the solutions cut to a stub, the hidden
+tests cut out, no outputs.
+
+An assignment's cases are drawn once, from its ``seed`` (`Assignment`), which is stored in
+its hidden tests: every submission is graded on the same cases, which no learner sees (the
+check cell under each answer draws its own cases from the learner's function, as the
+course's gates do). To grade a new class on new cases, draw a new seed (any int below a
+million, e.g. ``python -c "import secrets; print(secrets.randbelow(10**6))"``), put it in
+`ASSIGNMENTS` and regenerate.
 Both are committed; ``--check`` regenerates into a scratch folder and names every file that
 differs from the committed one (make test runs it: tests/teachers/test_graded.py).
 
@@ -38,7 +46,8 @@ GENERATED = ("source", "release")
 @dataclass(frozen=True)
 class Assignment:
     """One graded notebook: the course notebook it comes from, points per exercise, its
-    first cells (title, set-up), and the course cell its first exercise's prose starts at."""
+    first cells (title, set-up), the course cell its first exercise's prose starts at, and
+    the seed its hidden tests draw their cases from."""
 
     name: str
     course: str
@@ -46,6 +55,7 @@ class Assignment:
     points: dict[str, int]
     setup: str
     start: str  # the first line of the course's markdown cell where the exercises begin
+    seed: int  # drawn once (secrets.randbelow(10**6)), stored with the assignment
 
 
 ASSIGNMENTS = (
@@ -63,6 +73,7 @@ ASSIGNMENTS = (
         "import math\n\nimport numpy as np\n\nfrom attention_lib import softmax\n"
         "from attention_lib.lessons.exercises.grading import check",
         "## Try it yourself",
+        58277,
     ),
     Assignment(
         "07_flash",
@@ -82,13 +93,14 @@ ASSIGNMENTS = (
         "from attention_lib.lessons.exercises.grading import check\n\n"
         "np.set_printoptions(precision=4, suppress=True)  # short rows when you print arrays",
         "**Before you start.**",
+        406253,
     ),
 )
 
 #: prose about what a graded edition has not: the course's hint and solution gates, and
 #: starters that run as they stand (its answers start as nbgrader's stub)
 _GATE_WORDS = re.compile(
-    r"Show hint|solution stays hidden|solution waits|hints|starter below|starter cell",
+    r"Show hint|solution stays hidden|solution waits|hints|starter below|starter cell|_gate\b",
     re.IGNORECASE,
 )
 
@@ -151,8 +163,9 @@ def source_notebook(assignment: Assignment) -> nbformat.NotebookNode:
         f"# {assignment.title}\n\n"
         f"Write each function where it says `YOUR CODE HERE`, keeping its name and arguments. "
         f"The cell under it runs the course's checker and prints its report: run it as often "
-        f"as you like. Your grade comes from the same checker, run again when your notebook "
-        f"is graded: {total} points in all, each exercise's points given when its checker "
+        f"as you like; each change to your function draws new cases. Your grade comes from "
+        f"the same checker, run again when your notebook is graded, on cases drawn for this "
+        f"assignment: {total} points in all, each exercise's points given when its checker "
         f"passes. Keep the cells where they are; a deleted test cell is put back when grading."
     )
     cells = [
@@ -181,7 +194,7 @@ def source_notebook(assignment: Assignment) -> nbformat.NotebookNode:
                     f"({points} point{'s' * (points > 1)})\n"
                     "### BEGIN HIDDEN TESTS\n"
                     "from attention_lib.lessons.exercises.grading import grade\n\n"
-                    f'grade("{name}", globals().get("{name}"))\n'
+                    f'grade("{name}", globals().get("{name}"), seed={assignment.seed})\n'
                     "### END HIDDEN TESTS",
                     f"{name}_test",
                     grade=True,

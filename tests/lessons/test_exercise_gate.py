@@ -14,15 +14,18 @@ from attention_lib.lessons.exercises import (
     SOLUTIONS,
     check_attention,
     check_flash_forward,
+    check_key_block,
     check_multi_head,
     check_scale_rule,
 )
+from attention_lib.lessons.exercises.base import attempt_seed
 from attention_lib.lessons.exercises.feedback import feedback
 from attention_lib.lessons.exercises.gate import ExerciseGate
+from attention_lib.lessons.exercises.registry import EXERCISES
 
 
 def attention_gate(**kwargs) -> ExerciseGate:
-    return ExerciseGate(lambda fn: check_attention(fn, verbose=False), "my_attention", **kwargs)
+    return ExerciseGate(check_attention, **kwargs)
 
 
 def starter(q, k, v, mask=None):
@@ -43,6 +46,16 @@ def test_every_exercise_has_three_hints_idea_shapes_line(name) -> None:
     assert len(hints) == 3 and hints[2].startswith("The line")
 
 
+def test_a_gate_is_built_from_its_checker_or_its_name_and_runs_the_registrys_check() -> None:
+    assert ExerciseGate(check_attention).exercise is EXERCISES["my_attention"]
+    assert ExerciseGate("my_attention").exercise is EXERCISES["my_attention"]
+    assert ExerciseGate(check_scale_rule).exercise.name == "under_divided"
+    # the scale rule's gate runs the exercise's own cases: the second table's widths
+    assert ExerciseGate(check_scale_rule).check(lambda d: d**-0.25).widths == (4, 16, 64, 256)
+    assert ExerciseGate(check_key_block).seconds is None  # its child process has its own limit
+    assert ExerciseGate(check_multi_head).seconds == 20
+
+
 def test_a_run_of_the_starter_opens_no_hint_and_no_solution(capsys) -> None:
     gate = attention_gate()
     assert gate.attempt(starter).not_written
@@ -50,6 +63,20 @@ def test_a_run_of_the_starter_opens_no_hint_and_no_solution(capsys) -> None:
     assert gate.opened == 0 and gate.revealed is None
     assert all(h.layout.display == "none" for h in gate.hints)
     assert gate.answer.layout.display == "none" and gate.button.disabled
+
+
+def test_each_attempt_draws_its_cases_from_the_functions_source(capsys) -> None:
+    gate = attention_gate()
+    report = gate.attempt(right)
+    assert report.seed == gate.seed == attempt_seed(right)
+    assert f"cases drawn with seed {report.seed}" in capsys.readouterr().out
+
+    def also_right(q, k, v, mask=None):  # another function: other cases
+        return right(q, k, v, mask)
+
+    assert gate.attempt(also_right).seed == attempt_seed(also_right) != report.seed
+    assert gate.attempt(right).seed == report.seed  # the same function: the same cases
+    assert gate.attempt(right, seed=5).seed == 5  # a failing case drawn again
 
 
 def test_hints_open_one_at_a_time_and_the_solution_waits_for_the_last() -> None:
@@ -65,14 +92,15 @@ def test_hints_open_one_at_a_time_and_the_solution_waits_for_the_last() -> None:
     assert gate.hint_button.disabled and gate.hint() == ""
     gate.button.click()
     assert gate.revealed == "asked" and gate.answer.layout.display is None
-    assert "All 5 cases agree" in gate.answer.value and "def my_attention" in gate.answer.value
+    assert "All 7 cases agree" in gate.answer.value and "def my_attention" in gate.answer.value
 
 
-def test_a_passing_attempt_opens_the_solution_without_hints(capsys) -> None:
+def test_a_passing_attempt_opens_the_solution_run_on_the_attempts_cases(capsys) -> None:
     gate = attention_gate()
-    assert gate.attempt(right).passed
+    assert gate.attempt(right, seed=123).passed
     assert gate.revealed == "passed" and gate.opened == 0
     assert "Your attempt passed" in gate.status.value
+    assert "cases drawn with seed 123" in gate.answer.value
 
 
 def test_skipped_cases_do_not_open_the_solution(capsys) -> None:
@@ -107,40 +135,43 @@ def test_a_function_that_never_returns_is_stopped(capsys) -> None:
 
 
 def test_a_raising_or_misshapen_function_is_reported_case_by_case(capsys) -> None:
-    gate = ExerciseGate(lambda fn: check_multi_head(fn, verbose=False), "multi_head")
+    gate = ExerciseGate(check_multi_head)
     report = gate.attempt(lambda x, *w: x.T)
     assert report.cause == "shape" and "Traceback" not in capsys.readouterr().out
     assert gate.attempt(lambda x, *w: [0.0]).cause == "not an array"
 
 
-def test_the_scale_rule_feedback_names_the_goal_or_the_divisor() -> None:
+def test_the_scale_rule_feedback_names_the_goal_or_the_problem() -> None:
     under = check_scale_rule(lambda d: d**-0.1, expect="hold", verbose=False)
     assert feedback(under).endswith("Not yet: you are after weights that hold as d grows.")
     none = check_scale_rule(lambda d: 1.0, expect="sharpen", divides=True, verbose=False)
     assert "not passed: your rule does not divide at all" in feedback(none)
+    assert feedback(none).endswith(
+        "Not yet: fix what it points at and run the cell again (or open a hint)."
+    )
 
 
 def test_the_flash_gate_shows_the_solution_run_through_its_checker() -> None:
-    gate = ExerciseGate(lambda fn: check_flash_forward(fn, verbose=False), "flash_forward")
+    gate = ExerciseGate(check_flash_forward)
     for _ in range(3):
         gate.hint()
     gate.reveal("asked")
-    assert "All 6 cases agree" in gate.answer.value
+    assert "All 7 cases agree" in gate.answer.value
 
 
 def test_an_unknown_exercise_is_refused() -> None:
     with pytest.raises(KeyError, match="no exercise 'nope'"):
-        ExerciseGate(print, "nope")
+        ExerciseGate("nope")
+    with pytest.raises(KeyError, match="no exercise <built-in function print>"):
+        ExerciseGate(print)
 
 
 def test_without_triton_the_kernel_gate_says_so_in_one_line(monkeypatch, capsys) -> None:
     import importlib.util as util
 
-    from attention_lib.lessons.exercises import check_key_block
-
     real = util.find_spec
     monkeypatch.setattr(util, "find_spec", lambda n, *a: None if n == "triton" else real(n, *a))
-    gate = ExerciseGate(lambda fn: check_key_block(fn, verbose=False), "key_block", seconds=None)
+    gate = ExerciseGate(check_key_block)
     source = FLASH_SOLUTIONS["key_block"].code
     assert gate.attempt(source).cause == "no triton"
     out = capsys.readouterr().out

@@ -1,4 +1,9 @@
-"""The exercise checkers accept right answers and name the mistake in wrong ones."""
+"""Notebook 02's exercise checkers accept right answers and name the mistake in wrong ones.
+
+Every wrong function below is written as a learner would write it. Reports are read on fixed
+seeds where a test asserts their words; the solutions pass on any seed
+(tests/lessons/test_checker_attempts.py draws many).
+"""
 
 from __future__ import annotations
 
@@ -14,12 +19,15 @@ from attention_lib.lessons.exercises.attention import (
     HINT_MASK_AFTER,
     HINT_MASK_IGNORED,
     HINT_MASK_INVERTED,
+    HINT_MASK_ZERO,
     HINT_NO_MASK_ARGUMENT,
     HINT_NO_SCALE,
     HINT_TOO_FLAT_D,
     HINT_WRONG_AXIS,
     attention_cases,
 )
+from attention_lib.lessons.exercises.multi_head import multi_head_cases
+from attention_lib.lessons.exercises.scale_rule import scale_rule_logits
 from attention_lib.lessons.mistakes import attend_mask_after_softmax, attend_wrong_axis
 
 pytestmark = pytest.mark.filterwarnings("error")
@@ -37,8 +45,11 @@ def right_no_mask(q, k, v):
     return softmax(q @ k.T / math.sqrt(q.shape[-1])) @ v
 
 
-def divide_by_d(q, k, v):
-    return softmax(q @ k.T / q.shape[-1]) @ v
+def divide_by_d(q, k, v, mask=None):
+    scores = q @ k.T / q.shape[-1]
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    return softmax(scores) @ v
 
 
 def no_scale(q, k, v, mask=None):
@@ -48,15 +59,15 @@ def no_scale(q, k, v, mask=None):
     return softmax(scores) @ v
 
 
-def half_scale(q, k, v):
-    return softmax(q @ k.T / (2 * math.sqrt(q.shape[-1]))) @ v
+def half_scale(q, k, v, mask=None):
+    return right(q / 2, k, v, mask)
 
 
-def double_scale(q, k, v):
-    return softmax(2 * q @ k.T / math.sqrt(q.shape[-1])) @ v
+def double_scale(q, k, v, mask=None):
+    return right(2 * q, k, v, mask)
 
 
-def ignores_mask(q, k, v, mask):
+def ignores_mask(q, k, v, mask=None):
     return right(q, k, v)
 
 
@@ -64,56 +75,76 @@ def inverted_mask(q, k, v, mask=None):
     return right(q, k, v, None if mask is None else ~mask)
 
 
+def mask_to_zero(q, k, v, mask=None):
+    scores = q @ k.T / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, scores, 0.0)
+    return softmax(scores) @ v
+
+
 def off_by_a_bit(q, k, v, mask=None):
     return right(q, k, v, mask) + 0.01
 
 
-def transposed_weights(q, k, v):
+def transposed_weights(q, k, v, mask=None):
     return softmax(q @ k.T / math.sqrt(q.shape[-1])).T @ v
 
 
-def returns_weights(q, k, v):
+def returns_weights(q, k, v, mask=None):
     return softmax(q @ k.T / math.sqrt(q.shape[-1]))
 
 
-def naive_exp(q, k, v):
-    e = np.exp(1e3 * q @ k.T)  # overflows to inf
-    return (e / e.sum(-1, keepdims=True)) @ v
+SEED = 7  # the cases the tests below read reports on (any seed has every kind of case)
 
 
 def test_a_correct_function_passes(capsys: pytest.CaptureFixture[str]) -> None:
-    report = check_attention(right)
-    assert report.passed and report.hint == "" and report.cause == ""
-    assert len(report.cases) == 5 and all(c.max_abs_error < 1e-12 for c in report.cases)
-    assert capsys.readouterr().out.startswith(
-        "All 5 cases agree with attention_lib.scaled_dot_product_attention."
-    )
+    report = check_attention(right, seed=SEED)
+    assert report.passed and report.hint == "" and report.cause == "" and report.seed == SEED
+    assert len(report.cases) == 7 and all(c.max_abs_error < 1e-12 for c in report.cases)
+    out = capsys.readouterr().out
+    assert out.startswith("All 7 cases agree with attention_lib.scaled_dot_product_attention.")
+    assert out.rstrip().endswith(f"cases drawn with seed {SEED} (pass seed={SEED} to rerun them)")
 
 
-def slightly_off(q, k, v, mask=None):
-    return right(q, k, v, mask) + 3e-10  # inside the checker's tolerance, above rounding
+def test_the_cases_cover_what_the_exercise_promises() -> None:
+    for seed in range(20):
+        cases = attention_cases(seed)
+        widths = {c.query.shape[1] for c in cases[:3]}
+        assert len(widths) == 3 and widths <= {4, 8, 16, 32, 64}
+        assert all(c.query.shape[0] != c.key.shape[0] for c in cases if c.name != "causal mask")
+        assert all(c.value.shape[1] != c.query.shape[1] for c in cases)
+        assert [c.mask is not None for c in cases] == [False] * 3 + [True] * 2 + [False] * 2
+        scores = [c.query @ c.key.T / math.sqrt(c.query.shape[1]) for c in cases]
+        assert 800 <= scores[5].max() <= 1000  # exp overflows past 709
+        far = np.all(scores[6] < -900, axis=-1)  # rows whose every score is below -900
+        assert far.any() and not far.all() and np.all(scores[6][far].max(axis=-1) <= -900)
+
+
+def test_cases_are_drawn_from_the_seed_and_differ_between_seeds() -> None:
+    a, b, c = attention_cases(3), attention_cases(3), attention_cases(4)
+    assert all(np.array_equal(x.query, y.query) for x, y in zip(a, b, strict=True))
+    assert not np.array_equal(a[0].query, c[0].query) or a[0].query.shape != c[0].query.shape
 
 
 def test_agreement_is_printed_as_a_bound_not_as_rounding_digits() -> None:
-    # A right answer differs from the reference by rounding only (0 on one CPU, 6.94e-18
-    # or 1.39e-17 on others): the report says "below 1e-12" on every machine.
-    lines = str(check_attention(right, verbose=False)).splitlines()[1:]
-    assert len(lines) == 5 and all(line.endswith("max abs error below 1e-12") for line in lines)
-    # A real difference, even one inside the tolerance, keeps its digits.
-    off = check_attention(slightly_off, verbose=False)
+    # A right answer differs from the reference by rounding only: "below 1e-12" everywhere.
+    lines = str(check_attention(right, verbose=False, seed=SEED)).splitlines()[1:8]
+    assert all(line.endswith("max abs error below 1e-12") for line in lines), lines
+
+    def slightly_off(q, k, v, mask=None):
+        return right(q, k, v, mask) + 3e-10  # inside the checker's tolerance, above rounding
+
+    off = check_attention(slightly_off, verbose=False, seed=SEED)
     assert off.passed
     assert all(str(c).endswith("max abs error 3.00e-10") for c in off.cases), off
-    wrong = check_attention(divide_by_d, verbose=False)
-    assert "max abs error 1.23e-01 -> your weights look too flat" in str(wrong.cases[0])
 
 
 def test_a_function_without_mask_fails_the_masked_cases_it_could_not_run() -> None:
     # skipping the masked cases must not read as a pass: masking is half the exercise
-    report = check_attention(right_no_mask, verbose=False)
-    assert not report.passed and len(report.cases) == 5
-    assert [c.passed for c in report.cases] == [True, True, True, False, False]
+    report = check_attention(right_no_mask, verbose=False, seed=SEED)
+    assert not report.passed and len(report.cases) == 7
+    assert [c.passed for c in report.cases] == [True] * 3 + [False] * 2 + [True] * 2
     assert report.cause == "no mask argument" and report.hint == HINT_NO_MASK_ARGUMENT
-    assert "takes no mask argument" in str(report)
 
 
 @pytest.mark.parametrize(
@@ -125,55 +156,52 @@ def test_a_function_without_mask_fails_the_masked_cases_it_could_not_run() -> No
         (attend_mask_after_softmax, "mask after softmax", HINT_MASK_AFTER),
         (ignores_mask, "mask ignored", HINT_MASK_IGNORED),
         (inverted_mask, "mask inverted", HINT_MASK_INVERTED),
+        (mask_to_zero, "mask zero", HINT_MASK_ZERO),
     ],
 )
 def test_the_usual_mistakes_get_their_hint(fn, cause: str, hint: str) -> None:
-    report = check_attention(fn, verbose=False)
+    report = check_attention(fn, verbose=False, seed=SEED)
     assert not report.passed
-    assert report.cause == cause and report.hint == hint
-    assert hint in str(report)
-
-
-def test_hints_say_flat_or_sharp() -> None:
-    assert "did you divide by d instead of sqrt(d)?" in HINT_TOO_FLAT_D
-    assert "too sharp" in HINT_NO_SCALE
+    assert report.cause == cause and report.hint == hint, str(report)
 
 
 def test_mask_after_softmax_passes_the_unmasked_cases() -> None:
-    report = check_attention(attend_mask_after_softmax, verbose=False)
-    assert [c.passed for c in report.cases] == [True, True, True, False, False]
+    report = check_attention(attend_mask_after_softmax, verbose=False, seed=SEED)
+    assert [c.passed for c in report.cases] == [True] * 3 + [False] * 2 + [True] * 2
 
 
 def test_another_constant_scale_is_measured() -> None:
-    flat = check_attention(half_scale, verbose=False)
-    assert flat.cause == "too flat"
-    wide = next(c for c in flat.cases if c.name == "wide head")  # d = 64
-    assert "match a scale of 0.0625, but 1/sqrt(d) = 0.125 for d = 64" in wide.hint
-    sharp = check_attention(double_scale, verbose=False)
+    flat = check_attention(half_scale, verbose=False, seed=SEED)
+    assert flat.cause == "too flat", str(flat)
+    width = flat.cases[0].shape.split("d=")[1].split()[0]
+    assert f"match a scale of {0.5 / math.sqrt(int(width)):.4g}, but 1/sqrt(d) =" in flat.hint
+    sharp = check_attention(double_scale, verbose=False, seed=SEED)
     assert sharp.cause == "too sharp" and "divided by too little" in sharp.hint
 
 
-def test_an_unrecognised_error_gets_the_step_by_step_hint() -> None:
-    report = check_attention(off_by_a_bit, verbose=False)
+def test_an_unrecognised_error_gets_the_step_by_step_hint_with_its_rows() -> None:
+    report = check_attention(off_by_a_bit, verbose=False, seed=SEED)
     assert report.cause == "unknown" and "check the steps one by one" in report.hint
+    assert re.search(r"\(rows 0–\d+ differ\)", report.hint), report.hint
     assert all(c.max_abs_error == pytest.approx(0.01) for c in report.cases)
 
 
-def test_exceptions_shapes_and_nans_are_reported() -> None:
-    raised = check_attention(transposed_weights, verbose=False)
+def test_exceptions_and_shapes_are_reported() -> None:
+    raised = check_attention(transposed_weights, verbose=False, seed=SEED)
     assert raised.cause == "raised" and "raised ValueError: matmul" in raised.hint
-    assert "q (3, 4), k (5, 4), v (5, 2)" in raised.hint
-    shape = check_attention(returns_weights, verbose=False)
+    case = attention_cases(SEED)[0]
+    q, k, v = case.query.shape, case.key.shape, case.value.shape
+    assert f"(inputs: q {q}, k {k}, v {v})" in raised.hint
+    shape = check_attention(returns_weights, verbose=False, seed=SEED)
     assert shape.cause == "shape"
-    assert "expected an output of shape (3, 2) (queries × value width), got (3, 5)" in shape.hint
-    with np.errstate(over="ignore", invalid="ignore"):
-        nan = check_attention(naive_exp, verbose=False)
-    assert nan.cause == "not finite" and "subtract each row's maximum" in nan.hint
+    assert f"expected an output of shape {(q[0], v[1])} (queries × value width), got" in shape.hint
 
 
-def test_check_attention_refuses_a_non_function() -> None:
+def test_check_attention_refuses_a_non_function_and_a_bad_seed() -> None:
     with pytest.raises(TypeError, match="needs a function fn"):
         check_attention(np.zeros(3))
+    with pytest.raises(TypeError, match="seed must be a non-negative int"):
+        check_attention(right, seed=-1)
 
 
 @pytest.mark.parametrize(
@@ -181,26 +209,13 @@ def test_check_attention_refuses_a_non_function() -> None:
     [
         (lambda q, k, v, mask=None: right(q, k, v, mask).tolist(), "is a Python list, not a numpy"),
         (lambda q, k, v, mask=None: None, "is None: does your function end with a return?"),
-        (lambda q, k, v, mask=None: "out", "is a str, not an array of numbers"),
+        (lambda q, k, v, mask=None: "out", "is a str, not a numpy array"),
     ],
     ids=["list", "None", "str"],
 )
 def test_an_answer_that_is_not_an_array_gets_one_sentence(fn, words) -> None:
-    report = check_attention(fn, verbose=False)
+    report = check_attention(fn, verbose=False, seed=SEED)
     assert not report.passed and report.cause == "not an array" and words in report.hint
-
-
-def test_cases_are_seeded_and_the_inputs_protected() -> None:
-    def scribbles(q, k, v, mask=None):
-        out = right(q, k, v, mask)
-        q[:] = 0.0  # a learner's function that modifies its inputs
-        return out
-
-    first = check_attention(scribbles, verbose=False)
-    again = check_attention(scribbles, verbose=False)
-    assert first.passed and again.passed
-    a, b = attention_cases(), attention_cases()
-    assert all(np.array_equal(x.query, y.query) for x, y in zip(a, b, strict=True))
 
 
 # -- notebook 02's scale rule ------------------------------------------------------------
@@ -251,10 +266,52 @@ def test_a_rule_that_sharpens_without_a_growing_divisor_does_not_pass(rule, word
     assert words in report.divisor_problem and f"not passed: {words}" in str(report)
 
 
-@pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, "0.5"])
+def _exercise(rule):
+    return check_scale_rule(
+        rule, expect="sharpen", divides=True, logits=scale_rule_logits(), verbose=False
+    )
+
+
+def test_a_rule_that_sharpens_only_between_the_ends_does_not_pass() -> None:
+    # sqrt(d) up to d = 64, then a divisor that stops growing: the ends differ, the middle
+    # holds; the old check compared only the ends
+    def holds_then_climbs(d):
+        return 1 / math.sqrt(min(d, 64)) / (1 + d / 1e4)
+
+    report = _exercise(holds_then_climbs)
+    assert report.behaviour == "sharpen" and not report.passed
+    assert "your weights do not climb at every width: from d = 16 to d = 64" in report.problem
+
+
+def test_a_divisor_that_barely_grows_does_not_pass() -> None:
+    report = _exercise(lambda d: 1 / (1 + 1e-4 * d))
+    assert report.behaviour == "sharpen" and not report.divisor_problem and not report.passed
+    assert report.problem.startswith("your weights are as good as unscaled: at d = 256")
+    assert report.unscaled_tops[-1] == pytest.approx(report.tops[-1], abs=0.02)
+
+
+def test_the_exercise_runs_on_the_second_tables_trials() -> None:
+    logits = scale_rule_logits()
+    assert sorted(logits) == [4, 16, 64, 256] and logits[4].shape == (2_000, 6)
+    # the page's draws: seed 0, the first table's 20,000 pairs first
+    rng = np.random.default_rng(0)
+    for d in (4, 16, 64, 256):
+        rng.normal(size=(2, 20_000, d))
+    q, k = rng.normal(size=(2_000, 1, 4)), rng.normal(size=(2_000, 6, 4))
+    np.testing.assert_array_equal(logits[4], (q @ k.swapaxes(-1, -2))[:, 0])
+    logits[4][0, 0] = 1e9  # a copy: the next caller gets the draws again
+    assert scale_rule_logits()[4][0, 0] != 1e9
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.nan, "0.5", [0.5], True])
 def test_scale_rule_refuses_bad_scales(bad) -> None:
     with pytest.raises(ValueError, match=r"scale_fn\(4\) returned .*a scale must be a positive"):
         check_scale_rule(lambda d: bad, verbose=False)
+
+
+def test_scale_rule_says_in_one_sentence_what_a_rule_raised() -> None:
+    with pytest.raises(ValueError, match=r"^scale_fn\(4\) raised ZeroDivisionError: division"):
+        check_scale_rule(lambda d: 1 / 0, verbose=False)
 
 
 def test_scale_rule_refuses_an_unknown_expectation() -> None:
@@ -274,14 +331,9 @@ def _defined(solution):
 def test_the_scale_rule_solution_sharpens_as_the_exercise_asks():
     rule = _defined(SOLUTIONS["under_divided"])
     assert rule(16) == pytest.approx(0.5)
-    report = check_scale_rule(rule, expect="sharpen", divides=True, verbose=False)
-    assert report.passed and report.behaviour == "sharpen" and not report.divisor_problem
+    report = _exercise(rule)
+    assert report.passed and report.behaviour == "sharpen" and not report.problem
     assert "d^(1/4)" in SOLUTIONS["under_divided"].explanation
-
-
-def test_the_attention_solution_passes_every_case():
-    report = check_attention(_defined(SOLUTIONS["my_attention"]), verbose=False)
-    assert report.passed and len(report.cases) == 5
 
 
 def test_the_scale_rule_can_run_on_given_scores() -> None:
@@ -351,6 +403,11 @@ def mask_no_diagonal(lengths, size):
     return np.tril(np.ones((size, size), dtype=bool), k=-1) & real[:, None, :]
 
 
+def mask_off_by_one(lengths, size):
+    real = np.arange(size) <= np.asarray(lengths)[:, None]  # one padding key too many
+    return np.tril(np.ones((size, size), dtype=bool)) & real[:, None, :]
+
+
 def mask_as_floats(lengths, size):
     return mask_right(lengths, size).astype(float)
 
@@ -367,9 +424,20 @@ def test_the_combined_mask_solution_and_a_right_mask_pass() -> None:
     from attention_lib.lessons.exercises import check_combined_mask
 
     for fn in (mask_right, _defined(SOLUTIONS["combined_mask"])):
-        report = check_combined_mask(fn, verbose=False)
+        report = check_combined_mask(fn, verbose=False, seed=SEED)
         assert report.passed and report.cause == "" and len(report.cases) == 3
         assert str(report).startswith("All 3 cases agree with the reference mask.")
+
+
+def test_the_mask_cases_are_drawn_and_padded_as_promised() -> None:
+    from attention_lib.lessons.exercises.combined_mask import mask_cases
+
+    for seed in range(20):
+        none, three, every = mask_cases(seed)
+        assert none.lengths == (none.size,)
+        assert three.lengths[0] == three.size > three.lengths[1] > three.lengths[2] == 1
+        assert all(0 < n < every.size for n in every.lengths)
+    assert mask_cases(1) != mask_cases(2)
 
 
 @pytest.mark.parametrize(
@@ -382,14 +450,15 @@ def test_the_combined_mask_solution_and_a_right_mask_pass() -> None:
         (mask_swapped, "swapped", "HINT_MASK_SWAPPED"),
         (mask_rows_too, "empty rows", "HINT_EMPTY_ROWS"),
         (mask_no_diagonal, "no diagonal", "HINT_NO_DIAGONAL"),
+        (mask_off_by_one, "padding off by one", "HINT_PADDING_OFF_BY_ONE"),
     ],
 )
 def test_the_usual_mask_mistakes_get_their_message(fn, cause: str, hint_name: str) -> None:
     from attention_lib.lessons.exercises import check_combined_mask
     from attention_lib.lessons.exercises import combined_mask as exercises
 
-    report = check_combined_mask(fn, verbose=False)
-    assert not report.passed and report.cause == cause
+    report = check_combined_mask(fn, verbose=False, seed=SEED)
+    assert not report.passed and report.cause == cause, str(report)
     assert report.hint.endswith(getattr(exercises, hint_name)), report.hint
     assert re.match(r"\d+ of \d+ entries differ: ", report.hint), report.hint
 
@@ -397,22 +466,25 @@ def test_the_usual_mask_mistakes_get_their_message(fn, cause: str, hint_name: st
 def test_the_padding_query_convention_is_stated_as_a_convention() -> None:
     from attention_lib.lessons.exercises import check_combined_mask
 
-    report = check_combined_mask(mask_rows_too, verbose=False)
+    report = check_combined_mask(mask_rows_too, verbose=False, seed=SEED)
     assert "This exercise's convention: a padding query keeps the real keys" in report.hint
     assert "PyTorch (since 2.5) returns zeros for it" in report.hint
-    lists = check_combined_mask(lambda lengths, size: mask_right(lengths, size).tolist())
-    assert lists.cause == "type" and "is a Python list, not a numpy array" in lists.hint
+    lists = check_combined_mask(lambda lengths, size: mask_right(lengths, size).tolist(), seed=3)
+    assert lists.cause == "not an array" and "is a Python list, not a numpy array" in lists.hint
 
 
 def test_a_mask_of_the_wrong_kind_is_told_what_kind_it_must_be() -> None:
     from attention_lib.lessons.exercises import check_combined_mask
+    from attention_lib.lessons.exercises.combined_mask import mask_cases
 
-    floats = check_combined_mask(mask_as_floats, verbose=False)
+    floats = check_combined_mask(mask_as_floats, verbose=False, seed=SEED)
     assert floats.cause == "dtype" and "adds a float mask to the scores" in floats.hint
-    one = check_combined_mask(mask_one_for_all, verbose=False)
+    one = check_combined_mask(mask_one_for_all, verbose=False, seed=SEED)
+    size = mask_cases(SEED)[0].size
     assert one.cause == "shape" and "give each its own" in one.hint
-    assert "expected one (L, L) mask per sequence, shape (1, 4, 4), got (4, 4)" in one.hint
-    starter = check_combined_mask(mask_not_written, verbose=False)
+    expected = f"expected one (L, L) mask per sequence, shape (1, {size}, {size}), got"
+    assert expected in one.hint
+    starter = check_combined_mask(mask_not_written, verbose=False, seed=SEED)
     assert starter.not_written and starter.cause == "raised"
     with pytest.raises(TypeError, match=r"needs a function fn\(lengths, size\)"):
         check_combined_mask(np.ones(3))
@@ -467,6 +539,16 @@ def decode_unscaled(q, k, v, k_cache, v_cache):
     return softmax(scores, axis=-1) @ v_cache, k_cache, v_cache
 
 
+def decode_own_key_hidden(q, k, v, k_cache, v_cache):
+    k_cache, v_cache = np.concatenate([k_cache, k]), np.concatenate([v_cache, v])
+    t, s = len(q), len(k_cache)
+    return (
+        _attend(q, k_cache, v_cache, np.tril(np.ones((t, s), bool), k=s - t - 1)),
+        k_cache,
+        v_cache,
+    )
+
+
 def decode_output_only(q, k, v, k_cache, v_cache):
     return decode_right(q, k, v, k_cache, v_cache)[0]
 
@@ -475,9 +557,9 @@ def test_the_decode_step_solution_and_a_right_step_pass() -> None:
     from attention_lib.lessons.exercises import check_decode_step
 
     for fn in (decode_right, _defined(SOLUTIONS["decode_step"])):
-        report = check_decode_step(fn, verbose=False)
-        assert report.passed and len(report.cases) == 4
-        assert all(str(c).endswith("max abs error below 1e-12") for c in report.cases)
+        report = check_decode_step(fn, verbose=False, seed=SEED)
+        assert report.passed and len(report.cases) == 6
+        assert all("max abs error below 1e-12" in str(c) for c in report.cases)
 
 
 @pytest.mark.parametrize(
@@ -489,6 +571,7 @@ def test_the_decode_step_solution_and_a_right_step_pass() -> None:
         (decode_no_mask, "no mask", "HINT_NO_CHUNK_MASK"),
         (decode_old_cache, "cache stale", "HINT_CACHE_STALE"),
         (decode_unscaled, "no scale", "HINT_NO_SCALE"),
+        (decode_own_key_hidden, "own key hidden", "HINT_OWN_KEY"),
     ],
 )
 def test_the_usual_decode_mistakes_get_their_message(fn, cause: str, hint_name: str) -> None:
@@ -496,7 +579,7 @@ def test_the_usual_decode_mistakes_get_their_message(fn, cause: str, hint_name: 
     from attention_lib.lessons.exercises import decode as exercises
 
     with np.errstate(invalid="ignore", divide="ignore"):  # a softmax over an empty cache
-        report = check_decode_step(fn, verbose=False)
+        report = check_decode_step(fn, verbose=False, seed=SEED)
     assert not report.passed and report.cause == cause, report
     assert report.hint == getattr(exercises, hint_name)
 
@@ -504,27 +587,29 @@ def test_the_usual_decode_mistakes_get_their_message(fn, cause: str, hint_name: 
 def test_a_decode_step_without_its_cache_is_told_what_to_return() -> None:
     from attention_lib.lessons.exercises import check_decode_step
 
-    report = check_decode_step(decode_output_only, verbose=False)
+    report = check_decode_step(decode_output_only, verbose=False, seed=SEED)
     assert report.cause == "returns" and "(output, k_cache, v_cache)" in report.hint
     with pytest.raises(TypeError, match="needs a function fn"):
         check_decode_step("decode")
 
 
-def test_the_top_left_mistake_passes_only_the_case_where_top_left_is_right() -> None:
+def test_the_top_left_mistake_passes_the_case_where_top_left_is_right() -> None:
     # with an empty cache (P = 0) the score matrix is square and both alignments agree
     from attention_lib.lessons.exercises import check_decode_step
 
-    report = check_decode_step(decode_top_left, verbose=False)
-    assert [c.passed for c in report.cases] == [False, False, False, True]
+    report = check_decode_step(decode_top_left, verbose=False, seed=SEED)
+    assert [c.passed for c in report.cases][:5] == [False, False, False, False, True]
 
 
 # -- notebook 02: multi-head attention -----------------------------------------------------
 
 
-def heads(x, w_q, w_k, w_v, w_o, n_heads, *, root=None, split_ok=True, merge_ok=True):
+def heads(x, w_q, w_k, w_v, w_o, n_heads, *, root=None, split_ok=True, merge_ok=True, t=False):
     """A learner's multi-head layer with one knob per mistake (defaults: right)."""
     batch, length, d_model = x.shape
     d_head = d_model // n_heads
+    if t:  # nn.Linear's layout: x @ W.T
+        w_q, w_k, w_v, w_o = w_q.T, w_k.T, w_v.T, w_o.T
 
     def split(y):
         if split_ok:
@@ -543,39 +628,49 @@ def _heads(**knobs):
     return lambda x, w_q, w_k, w_v, w_o, n_heads: heads(x, w_q, w_k, w_v, w_o, n_heads, **knobs)
 
 
+def _first(seed=SEED):
+    """The first case's (batch, tokens, d_model, heads, d_head)."""
+    case = multi_head_cases(seed)[0]
+    (b, t, d), h = case.x.shape, case.n_heads
+    return b, t, d, h, d // h
+
+
+B, T, D, H, DH = _first()
 HEAD_MISTAKES = [
     (
         "scale sqrt(d_model)",
-        "you divided by √64, the model width; each head is 16 wide: divide by √16",
+        f"you divided by √{D}, the model width; each head is {DH} wide: divide by √{DH}",
         _heads(root=lambda x, h: x.shape[-1]),
     ),
     (
         "scale sqrt(n_heads)",
-        "you divided by √4, the number of heads; each head is 16 wide: divide by √16",
+        f"you divided by √{H}, the number of heads; each head is {DH} wide: divide by √{DH}",
         _heads(root=lambda x, h: h),
     ),
     (
         "no scale",
-        "you did not scale the scores at all; each head is 16 wide: divide by √16",
+        f"you did not scale the scores at all; each head is {DH} wide: divide by √{DH}",
         _heads(root=lambda x, h: 1),
     ),
     (
         "split mixes heads",
-        "your split mixes heads: reshaping (2, 5, 64) straight to (2, 4, 5, 16) cuts across "
-        "tokens; reshape to (2, 5, 4, 16) first",
+        f"your split mixes heads: reshaping ({B}, {T}, {D}) straight to ({B}, {H}, {T}, {DH}) "
+        f"cuts across tokens; reshape to ({B}, {T}, {H}, {DH}) first",
         _heads(split_ok=False),
     ),
     (
         "merge order",
-        "your merge is in the wrong order: (2, 4, 5, 16) was reshaped straight to (2, 5, 64)",
+        f"your merge is in the wrong order: ({B}, {H}, {T}, {DH}) was reshaped straight to "
+        f"({B}, {T}, {D})",
         _heads(merge_ok=False),
     ),
     (
         "scale sqrt(d_model) + merge order",
-        "you divided by √64, the model width; each head is 16 wide: divide by √16; and your "
+        f"you divided by √{D}, the model width; each head is {DH} wide: divide by √{DH}; and your "
         "merge is in the wrong order",
         _heads(root=lambda x, h: x.shape[-1], merge_ok=False),
     ),
+    ("transposed weights", "the weights multiply on the right: x @ w_q", _heads(t=True)),
 ]
 
 
@@ -583,29 +678,51 @@ def test_the_multi_head_solution_passes_every_case() -> None:
     from attention_lib.lessons.exercises import check_multi_head
 
     for fn in (_defined(SOLUTIONS["multi_head"]), _heads()):
-        report = check_multi_head(fn, verbose=False)
-        assert report.passed and len(report.cases) == 3, str(report)
+        report = check_multi_head(fn, verbose=False, seed=SEED)
+        assert report.passed and len(report.cases) == 4, str(report)
     assert len(SOLUTIONS["multi_head"].hints) == 3
+
+
+def test_the_multi_head_cases_have_heads_8_16_and_32_wide() -> None:
+    for seed in range(20):
+        cases = multi_head_cases(seed)
+        assert sorted(c.widths[2] for c in cases[:3]) == [8, 16, 32]
+        scores = []
+        for c in cases:
+            _, heads_, d_head = c.widths
+            b, t, _ = c.x.shape
+            q = (c.x @ c.weights[0]).reshape(b, t, heads_, d_head).swapaxes(1, 2)
+            k = (c.x @ c.weights[1]).reshape(b, t, heads_, d_head).swapaxes(1, 2)
+            scores.append(np.max(q @ k.swapaxes(-1, -2) / math.sqrt(d_head)))
+        assert max(scores[:3]) < 100 and 800 <= scores[3] <= 1000.1
 
 
 @pytest.mark.parametrize(("cause", "words", "fn"), HEAD_MISTAKES, ids=[m[0] for m in HEAD_MISTAKES])
 def test_each_multi_head_mistake_is_named_with_its_numbers(cause, words, fn) -> None:
     from attention_lib.lessons.exercises import check_multi_head
 
-    report = check_multi_head(fn, verbose=False)
+    report = check_multi_head(fn, verbose=False, seed=SEED)
     assert not report.passed and report.cause == cause, str(report)
     assert report.cases[0].hint.startswith(words), report.cases[0].hint
-    # the other cases carry their own numbers: 2 heads of 16 in a model 32 wide
-    if cause == "scale sqrt(d_model)":
-        assert "you divided by √32, the model width" in report.cases[1].hint
+
+
+def test_a_scale_fixed_for_one_head_width_is_named_on_the_others() -> None:
+    from attention_lib.lessons.exercises import check_multi_head
+
+    report = check_multi_head(_heads(root=lambda x, h: 16), verbose=False, seed=SEED)
+    assert not report.passed
+    sixteen = next(c for c in report.cases if c.name == "16 wide")
+    assert sixteen.passed  # right for 16-wide heads only
+    eight = next(c for c in report.cases if c.name == "8 wide")
+    assert not eight.passed and "each head is 8 wide: divide by √8" in eight.hint
 
 
 def test_multi_head_bad_returns_get_one_sentence() -> None:
     from attention_lib.lessons.exercises import check_multi_head
 
-    wrong_shape = check_multi_head(lambda x, *w: x[:, :, :4], verbose=False)
-    assert wrong_shape.cause == "shape" and "should have shape (2, 5, 64)" in wrong_shape.hint
-    listed = check_multi_head(lambda x, *w: heads(x, *w).tolist(), verbose=False)
+    wrong_shape = check_multi_head(lambda x, *w: x[:, :, :4], verbose=False, seed=SEED)
+    assert wrong_shape.cause == "shape" and f"should have shape {(B, T, D)}" in wrong_shape.hint
+    listed = check_multi_head(lambda x, *w: heads(x, *w).tolist(), verbose=False, seed=SEED)
     assert listed.cause == "not an array" and "Python list" in listed.hint
-    raised = check_multi_head(lambda x, *w: 1 / 0, verbose=False)
+    raised = check_multi_head(lambda x, *w: 1 / 0, verbose=False, seed=SEED)
     assert raised.cause == "raised" and "raised ZeroDivisionError" in raised.hint

@@ -4,6 +4,8 @@
 - The release holds none of the solutions' code lines in any cell, output or metadata, and a
   graded install (`python -m course graded strip`) reaches none: answers.py gone, the
   loader empty, the release's code runs, the gate gives feedback without a solution.
+- Each assignment's hidden tests grade on the cases of its own seed, drawn once and stored
+  in the source notebook, never in the release; the checks under the answers draw their own.
 - nbgrader's real autograde (marked ``grading``: make test-graded, a CI step) gives the
   course's solutions full marks, an untouched release zero, each typical wrong answer the
   loss of its own exercise's points with the checker's words as feedback, and a file that
@@ -27,6 +29,7 @@ from support import server_extensions_on
 
 from attention_lib import softmax
 from attention_lib.lessons.exercises import grading
+from attention_lib.lessons.exercises.registry import run
 from attention_lib.lessons.exercises.solutions import (
     BUILDS_ON,
     FLASH_SOLUTIONS,
@@ -41,6 +44,8 @@ import grade as grader
 
 ALL = {**SOLUTIONS, **FLASH_SOLUTIONS}
 POINTS = {a.name: a.points for a in generate.ASSIGNMENTS}
+SEEDS = {a.name: a.seed for a in generate.ASSIGNMENTS}
+SEED_OF = {name: SEEDS[a] for a, points in POINTS.items() for name in points}
 
 #: a typical wrong answer per exercise: (the solution's text, what the learner wrote instead)
 WRONG = {
@@ -60,8 +65,16 @@ WRONG = {
 
 
 def _mistake(report, text: str) -> str:
-    """What the checker names: a report's hint, or the scale rule's first line of verdict."""
-    return getattr(report, "hint", "") or text.splitlines()[0]
+    """What the checker names: a report's hint, or the scale rule's line of verdict."""
+    return getattr(report, "hint", "") or next(
+        (ln for ln in text.splitlines() if ln.startswith("your weights")), text.splitlines()[0]
+    )
+
+
+def _graded(name: str, fn) -> tuple:
+    """The report and feedback the hidden test of ``name`` gives ``fn`` (its assignment's
+    seed)."""
+    return run(name, fn, SEED_OF[name], hints=False)
 
 
 def _code_lines(name: str) -> list[str]:
@@ -101,6 +114,29 @@ def test_the_committed_edition_is_what_the_generator_makes(tmp_path: Path) -> No
 
 def _release(assignment: str) -> nbformat.NotebookNode:
     return nbformat.read(FOLDER / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+
+
+def test_the_hidden_tests_grade_on_the_assignments_own_cases() -> None:
+    for assignment, points in POINTS.items():
+        source = nbformat.read(FOLDER / "source" / assignment / f"{assignment}.ipynb", 4)
+        text = json.dumps(_release(assignment))
+        assert len(set(SEEDS.values())) == len(SEEDS)  # each assignment its own draw
+        for name in points:
+            (test,) = [
+                c
+                for c in source.cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == f"{name}_test"
+            ]
+            assert (
+                f'grade("{name}", globals().get("{name}"), seed={SEEDS[assignment]})' in test.source
+            )
+            (check,) = [
+                c
+                for c in source.cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == f"{name}_check"
+            ]
+            assert check.source == f'report = check("{name}", {name})'  # its own cases
+        assert f"seed={SEEDS[assignment]}" not in text  # the learners never see the cases
 
 
 def test_every_exercise_is_graded_with_its_points() -> None:
@@ -156,7 +192,7 @@ from attention_lib.lessons.exercises import solutions
 from attention_lib.lessons.exercises.gate import ExerciseGate
 assert solutions.SOLUTIONS == {{}} and solutions.FLASH_SOLUTIONS == {{}} and not solutions.INSTALLED
 {cells}
-gate = ExerciseGate(lambda fn: None, "multi_head")
+gate = ExerciseGate("multi_head")
 gate.reveal("asked")
 assert gate.revealed is None and gate.answer.value == "" and gate.button.disabled
 print("stripped:", solutions.__file__)
@@ -172,12 +208,14 @@ print("stripped:", solutions.__file__)
     assert (root / "attention_lib" / "lessons" / "exercises" / "answers.py").exists()
 
 
-def test_the_wrong_answers_fail_their_checker_and_the_solutions_pass() -> None:
+def test_the_wrong_answers_fail_their_checker_and_the_solutions_pass(capsys) -> None:
     for name in ALL:
-        report, _ = grading._run(name, _function(name, ALL[name].code))
-        assert report.passed, name
-        report, text = grading._run(name, _function(name, _wrong(name)))
+        grading.grade(name, _function(name, ALL[name].code), SEED_OF[name])
+        assert f"{name}: passed." in capsys.readouterr().out
+        report, text = _graded(name, _function(name, _wrong(name)))
         assert report is not None and not report.passed and _mistake(report, text), (name, text)
+        with pytest.raises(AssertionError, match=f"^{name}: not yet"):
+            grading.grade(name, _function(name, _wrong(name)), SEED_OF[name])
 
 
 # -- nbgrader's autograde on real submissions ---------------------------------------------
@@ -267,7 +305,7 @@ def test_nbgrader_grades_real_submissions(
             wrong = i % 2 == parity
             assert scores[student][name] == (0 if wrong else points[name]), (student, name)
             if wrong:  # the feedback names the mistake as the checker does
-                report, text = grading._run(name, _function(name, _wrong(name)))
+                report, text = _graded(name, _function(name, _wrong(name)))
                 output = _test_output(root, student, assignment, name)
                 named = json.dumps(_mistake(report, text), ensure_ascii=False)[1:-1]
                 assert named in output, (name, named, output[:2000])
@@ -275,7 +313,7 @@ def test_nbgrader_grades_real_submissions(
         output = _test_output(
             root, "odd" if names.index("multi_head") % 2 else "even", assignment, "multi_head"
         )
-        assert "you divided by √64, the model width; each head is 16 wide: divide by √16" in output
+        assert "you divided by √" in output and "the model width; each head is" in output
     # moved cells are put back in order, the deleted test cell too; the deleted answer is a stub
     assert "shuffled: " in said and "had cells moved or deleted" in said
     note = root / "feedback" / "shuffled" / assignment / f"{assignment}.txt"

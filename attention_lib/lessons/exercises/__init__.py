@@ -1,8 +1,11 @@
 """The "Try it yourself" exercises: checkers that run the learner's code and say what is off.
 
-Each checker runs the learner's function on seeded cases against the
-library's reference and prints a report in the learner's terms (which
-mistake it looks like, on which rows); the solutions wait here, off the
+Each checker runs the learner's function on cases drawn from a seed (the
+seed is in the report; by default a hash of the function's source, so that
+the same function meets the same cases and a changed one new cases) against
+the library's reference, on read-only arrays, and prints a report in the
+learner's terms (which mistake it looks like, on which rows, what the
+function did that the exercise forbids); the solutions wait here, off the
 page, for a solution gate to show after an attempt (where installed: a graded
 class's install has none).
 
@@ -25,9 +28,18 @@ Notebook 07 (FlashAttention, built by hand):
     key_block       `check_key_block`: a Triton kernel's key loop, in the interpreter;
                     triton_runner, triton_child and triton_skeleton run it there
 
-    base            what every checker shares: the report, running the learner's code,
-                    one tolerance
+    base            what every checker shares: the report, one tolerance, the answer read
+                    as an array, the attempt's seed
+    guards          running the learner's code: read-only arguments, writes named, a time
+                    limit
+    tripwires       the attention functions "your own attention" and the multi-head
+                    layer may not call
+    watch           arrays that record which keys a tiled pass reads
+    draws           the extremes every exercise's cases include (scores near 1000, rows
+                    far below zero, L != S)
     feedback        a report as the learner reads it; a check that never raises
+    registry        every exercise once: its checker and cases, for the gates and the
+                    graded edition alike
     grading         the graded edition's checks by exercise name (teachers/graded)
     solutions       every exercise's solution and explanation, read from `answers`
                     (a graded class's install leaves that one module out)
@@ -52,11 +64,13 @@ from .flash_steps import (
 from .key_block import KeyBlockCheck, check_key_block, check_key_blocks
 from .multi_head import MultiHeadCheck, check_multi_head
 from .online_update import OnlineUpdateCheck, check_online_update
+from .registry import EXERCISES, Exercise
 from .scale_rule import ScaleRuleCheck, check_scale_rule
 from .solutions import FLASH_SOLUTIONS, SOLUTIONS, solution_function, solution_scope
 from .triton_runner import skeleton_source
 
 __all__ = [
+    "EXERCISES",
     "FLASH_SOLUTIONS",
     "SOLUTIONS",
     "AttentionCheck",
@@ -64,6 +78,7 @@ __all__ = [
     "CheckReport",
     "DecodeCheck",
     "DiagonalMaskCheck",
+    "Exercise",
     "FlashBackwardCheck",
     "FlashForwardCheck",
     "KeyBlockCheck",

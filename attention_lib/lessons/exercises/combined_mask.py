@@ -1,11 +1,11 @@
 """Notebook 02's mask exercise: one boolean mask for a padded batch that is also causal.
 
 `check_combined_mask(fn)`: the reader's ``fn(lengths, size)`` -> (B, L, L),
-against the reference on seeded cases (`mask_cases`), with the usual
-mistakes named: causality or padding left out, the triangle upside down,
-``|`` for ``&``, True and False swapped, the diagonal hidden, padding
-queries' rows left empty (against the exercise's convention: a padding
-query keeps the real keys), a float mask.
+against the reference on batches drawn from a seed (`mask_cases`), with the
+usual mistakes named: causality or padding left out, the triangle upside
+down, ``|`` for ``&``, True and False swapped, the diagonal hidden, the
+padding one position off, padding queries' rows left empty (against the
+exercise's convention: a padding query keeps the real keys), a float mask.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import CaseResult, CheckReport, as_array
+from .base import CaseResult, CheckReport, as_array, seeded
+from .guards import call
 
 __all__ = [
     "HINT_CAUSALITY_LEFT_OUT",
@@ -25,6 +26,7 @@ __all__ = [
     "HINT_NO_DIAGONAL",
     "HINT_OR_NOT_AND",
     "HINT_PADDING_LEFT_OUT",
+    "HINT_PADDING_OFF_BY_ONE",
     "HINT_UPPER_TRIANGLE",
     "MaskCheck",
     "check_combined_mask",
@@ -58,10 +60,17 @@ HINT_EMPTY_ROWS = (
     "is thrown away. A row with no key at all is NaN in a plain softmax; PyTorch (since 2.5) "
     "returns zeros for it, and this course's library too, but that is a library's choice"
 )
+HINT_PADDING_OFF_BY_ONE = (
+    "the padding starts one position off: in sequence b the real keys are 0 .. lengths[b] - 1, "
+    "so keep j < lengths[b] (not <=)"
+)
 HINT_NO_DIAGONAL = (
     "the diagonal is missing: a query may attend to its own key (j = i), so the triangle "
     "includes it (np.tril with k=0)"
 )
+
+
+_NAMES = ("lengths", "size")
 
 
 @dataclass(frozen=True)
@@ -71,12 +80,19 @@ class _MaskCase:
     size: int  # L, the padded length
 
 
-def mask_cases() -> list[_MaskCase]:
-    """The cases `check_combined_mask` runs: no padding, then batches with some."""
+def mask_cases(seed: int = 0) -> list[_MaskCase]:
+    """The cases `check_combined_mask` runs for ``seed``: one sequence with no padding, a
+    batch of three (one of them a single token) and a batch where every sequence is padded."""
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(3, 7))
+    three = int(rng.integers(5, 9))
+    middle = int(rng.integers(2, three))
+    padded = int(rng.integers(4, 9))
+    every = rng.integers(1, padded, size=int(rng.integers(2, 4)))
     return [
-        _MaskCase("no padding", (4,), 4),
-        _MaskCase("three, padded", (5, 3, 1), 5),
-        _MaskCase("all padded", (4, 2), 6),
+        _MaskCase("no padding", (size,), size),
+        _MaskCase("three, padded", (three, middle, 1), three),
+        _MaskCase("all padded", tuple(int(n) for n in every), padded),
     ]
 
 
@@ -93,6 +109,10 @@ def _known_mask_mistakes(case: _MaskCase) -> list[tuple[str, str, np.ndarray]]:
     causal = np.tril(np.ones((size, size), dtype=bool))  # (L, L)
     real = np.arange(size) < np.asarray(case.lengths)[:, None]  # (B, L)
     keys = real[:, None, :]  # (B, 1, L): the padding hides key columns
+
+    def real_to(extra: int) -> np.ndarray:  # (B, L): the padding moved by ``extra`` positions
+        return np.arange(size) < np.asarray(case.lengths)[:, None] + extra
+
     right = causal & keys  # (B, L, L)
     shape = (batch, size, size)
     return [
@@ -102,6 +122,7 @@ def _known_mask_mistakes(case: _MaskCase) -> list[tuple[str, str, np.ndarray]]:
         ("or, not and", HINT_OR_NOT_AND, causal | keys),
         ("swapped", HINT_MASK_SWAPPED, ~right),
         ("no diagonal", HINT_NO_DIAGONAL, np.tril(np.ones((size, size), bool), k=-1) & keys),
+        ("padding off by one", HINT_PADDING_OFF_BY_ONE, causal & (real_to(1)[:, None, :])),
         # padding queries' rows hidden as well (or instead: with causality it is the same)
         ("empty rows", HINT_EMPTY_ROWS, right & real[:, :, None]),
     ]
@@ -124,12 +145,12 @@ def _run_mask_case(fn: Callable[..., Any], case: _MaskCase) -> CaseResult:
     def result(passed: bool, hint: str, cause: str = "") -> CaseResult:
         return CaseResult(case.name, shape, passed, None, hint, cause)
 
-    try:
-        got = fn(np.array(case.lengths), case.size)
-    except Exception as err:  # the reader's code: report whatever it raised
-        return result(False, f"raised {type(err).__name__}: {err}", "raised")
+    got, failed = call(fn, (np.array(case.lengths), case.size), case.name, shape, _NAMES)
+    if failed:
+        return failed
     if not isinstance(got, np.ndarray):
-        return result(False, as_array(got, "the mask")[1] or "the mask is not an array", "type")
+        _, cause, problem = as_array(got, "the mask")
+        return result(False, problem or "the mask is a number, not an array", cause or "type")
     if got.shape != expected.shape:
         hint = f"expected one (L, L) mask per sequence, shape {expected.shape}, got {got.shape}"
         if got.shape == expected.shape[1:]:
@@ -161,7 +182,10 @@ def _run_mask_case(fn: Callable[..., Any], case: _MaskCase) -> CaseResult:
     )
 
 
-def check_combined_mask(fn: Callable[..., Any], *, verbose: bool = True) -> MaskCheck:
+@np.errstate(all="ignore")  # a wrong answer's inf and NaN are for the report to name
+def check_combined_mask(
+    fn: Callable[..., Any], *, verbose: bool = True, seed: int | None = None
+) -> MaskCheck:
     """Check the reader's mask for a padded batch that is also causal.
 
     ``fn(lengths, size)`` takes ``lengths``, an int array (B,) of each
@@ -171,14 +195,16 @@ def check_combined_mask(fn: Callable[..., Any], *, verbose: bool = True) -> Mask
     (True = take part, PyTorch's convention). By the exercise's convention a
     padding query (i >= lengths[b]) keeps the real keys j <= i, so no row is
     all False (add a head axis, ``[:, None]``,
-    to hand it to ``scaled_dot_product_attention``). Run on `mask_cases`; a
+    to hand it to ``scaled_dot_product_attention``). Run on `mask_cases`, drawn
+    from ``seed`` (None: the attempt's own, `base.attempt_seed`); a
     wrong mask is compared with the usual mistakes to say which it is.
     Prints the report when ``verbose`` and returns it. Raises TypeError for
     an ``fn`` that is not callable.
     """
     if not callable(fn):
         raise TypeError(f"check_combined_mask needs a function fn(lengths, size), got {fn!r}")
-    report = MaskCheck(tuple(_run_mask_case(fn, c) for c in mask_cases()))
+    seed = seeded(seed, fn)
+    report = MaskCheck(tuple(_run_mask_case(fn, c) for c in mask_cases(seed)), seed=seed)
     if verbose:
         print(report)
     return report

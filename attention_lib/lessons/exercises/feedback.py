@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .base import SECONDS, CheckReport, TimeLimit, time_limit
+from .base import CheckReport
+from .guards import SECONDS, TimeLimit, time_limit
 from .scale_rule import ScaleRuleCheck
 
 __all__ = ["checked", "feedback"]
@@ -17,8 +18,9 @@ def checked(
 ) -> tuple[Any, str]:
     """``check(fn)`` under a time limit: (the report, its `feedback`), or (None, one sentence
     on why it could not be checked). Whatever ``fn`` is or does (raises, returns a list or
-    the wrong shape, never returns), no traceback from inside the checker escapes.
-    ``seconds`` None: no limit here, for a checker that limits its own child process."""
+    the wrong shape, writes into its arguments, never returns), no traceback from inside the
+    checker escapes. ``seconds`` None: no limit here, for a checker that limits its own child
+    process."""
     try:
         if seconds is None:
             report = check(fn)
@@ -33,7 +35,8 @@ def checked(
     except NotImplementedError:  # a starter the checker calls directly (the scale rule's)
         return None, "Your function is not written yet: it raises NotImplementedError."
     except Exception as err:  # the learner's input, in one sentence, not a traceback
-        return None, f"The check could not run: {err or type(err).__name__}."
+        said = str(err).rstrip(".") or type(err).__name__
+        return None, f"The check could not run: {said}."
     return report, feedback(report, hints=hints)
 
 
@@ -50,7 +53,7 @@ def feedback(report: Any, *, hints: bool = True) -> str:
     text = str(report)
     if getattr(report, "passed", False) or getattr(report, "cause", "") == "no triton":
         return text  # nothing of the learner's to fix where Triton cannot be installed
-    if isinstance(report, ScaleRuleCheck) and not report.divisor_problem:
+    if isinstance(report, ScaleRuleCheck) and not report.problem:
         text = "\n".join(text.splitlines()[:-1])  # "expected them to ...": the goal below says it
         return f"{text}\nNot yet: you are after weights that {report.expected} as d grows."
     more = " (or open a hint)" if hints else ""

@@ -3,8 +3,9 @@
 - `check_key_loop(fn)`: ``fn(q, k, v, block_k) -> (out, lse)`` for ONE block of
   queries (all of q) against every key, block by block, no mask: the loop
   around exercise 1's ``online_update``. Run on exercise 2's cases that are not
-  causal, with the whole of q as one query block, and held to what
-  `check_flash_forward` holds the whole pass to (the tiles included).
+  causal (scores near 1000 and rows far below zero among them), with the whole
+  of q as one query block, and held to what `check_flash_forward` holds the
+  whole pass to (what is read, and the tiles).
 - `check_key_stop(fn)`: ``fn(r1, length_k, is_causal) -> int``, where the key
   loop of the query block that ends before row r1 may stop: min(length_k, r1)
   when causal (the tiles past it lie wholly above the diagonal), else length_k.
@@ -12,8 +13,9 @@
   query i, for the tile of scores whose first row is query r0 and first
   column key k0 (PyTorch's top-left causal mask, any L and S).
 
-Each names the mistakes its step is about (`cases` below); exercise 2 then
-puts the three together (`attention_lib.lessons.exercises.flash_forward`).
+Each draws its cases from a seed and names the mistakes its step is about;
+exercise 2 then puts the three together
+(`attention_lib.lessons.exercises.flash_forward`).
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import CaseResult, CheckReport, as_array, call
+from .base import CaseResult, CheckReport, as_array, seeded
 from .flash_forward import FlashForwardCheck, _run_forward, forward_cases
+from .guards import call
 
 __all__ = [
     "DiagonalMaskCheck",
@@ -34,6 +37,9 @@ __all__ = [
     "check_diagonal_mask",
     "check_key_loop",
     "check_key_stop",
+    "key_loop_cases",
+    "mask_tiles",
+    "stop_cases",
 ]
 
 
@@ -65,11 +71,21 @@ class DiagonalMaskCheck(CheckReport):
     QUESTION: ClassVar[str] = "In a tile that starts at row r0 and key k0, which key is query i?"
 
 
-def check_key_loop(fn: Callable[..., Any], *, verbose: bool = True, seed: int = 0) -> KeyLoopCheck:
+def key_loop_cases(seed: int = 0) -> list[Any]:
+    """The cases of `check_key_loop` for ``seed``: exercise 2's that are not causal, with the
+    whole of q as one query block."""
+    return [replace(c, block_q=len(c.query)) for c in forward_cases(seed) if not c.is_causal]
+
+
+@np.errstate(all="ignore")  # a wrong answer's inf and NaN are for the report to name
+def check_key_loop(
+    fn: Callable[..., Any], *, verbose: bool = True, seed: int | None = None
+) -> KeyLoopCheck:
     """Check ``fn(q, k, v, block_k) -> (out (L, Ev), lse (L,))``: one query block, no mask.
 
-    Exercise 2's cases that are not causal, with block_q = L. Prints the report
-    when ``verbose``; returns it. Raises TypeError if ``fn`` is not callable.
+    `key_loop_cases` drawn from ``seed`` (None: the attempt's own). Prints the
+    report when ``verbose``; returns it. Raises TypeError if ``fn`` is not
+    callable.
     """
     if not callable(fn):
         raise TypeError(f"check_key_loop needs a function, got {type(fn).__name__}")
@@ -77,54 +93,28 @@ def check_key_loop(fn: Callable[..., Any], *, verbose: bool = True, seed: int = 
     def whole(q: Any, k: Any, v: Any, block_q: int, block_k: int, is_causal: bool) -> Any:
         return fn(q, k, v, block_k)
 
-    cases = [replace(c, block_q=len(c.query)) for c in forward_cases(seed) if not c.is_causal]
-    results = tuple(_run_forward(fn, c, call_as=whole) for c in cases)
-    report = KeyLoopCheck(results)
+    seed = seeded(seed, fn)
+    results = tuple(_run_forward(fn, c, call_as=whole) for c in key_loop_cases(seed))
+    report = KeyLoopCheck(results, seed=seed)
     if verbose:
         print(report)
     return report
 
 
-_STOP_CASES = [  # r1, length_k, is_causal
-    (4, 10, True),  # L < S: stop inside the keys
-    (8, 10, True),
-    (12, 10, True),  # a last query block past the last key: stop at the end
-    (1, 7, True),  # tiles of one row
-    (4, 10, False),
-    (12, 10, False),
-]
-
-
-def check_key_stop(fn: Callable[..., Any], *, verbose: bool = True) -> KeyStopCheck:
-    """Check ``fn(r1, length_k, is_causal) -> int``: where a query block's key loop ends.
-
-    Prints the report when ``verbose``; returns it. Raises TypeError if ``fn``
-    is not callable.
-    """
-    if not callable(fn):
-        raise TypeError(f"check_key_stop needs a function, got {type(fn).__name__}")
-    results = []
-    for r1, keys, causal in _STOP_CASES:
-        name = f"r1={r1} S={keys}"
-        shape = "causal" if causal else "not causal"
-        want = min(keys, r1) if causal else keys
-        got, failed = call(fn, (r1, keys, causal), name, shape)
-        if failed:
-            results.append(failed)
-            continue
-        if not isinstance(got, int | np.integer):
-            hint = f"return one int, the end of range(0, stop, block_k); got {type(got).__name__}"
-            results.append(CaseResult(name, shape, False, None, hint, "not an int"))
-            continue
-        if got == want:
-            results.append(CaseResult(name, shape, True, None, ""))
-            continue
-        cause, hint = _stop_mistake(int(got), r1, keys, causal)
-        results.append(CaseResult(name, shape, False, None, hint, cause))
-    report = KeyStopCheck(tuple(results))
-    if verbose:
-        print(report)
-    return report
+def stop_cases(seed: int = 0) -> list[tuple[int, int, bool]]:
+    """The cases of `check_key_stop` for ``seed``: (r1, length_k, is_causal), causal with the
+    block ending inside the keys, at the last key and past it (L > S), a block of one row, then
+    two that are not causal."""
+    rng = np.random.default_rng(seed)
+    keys = int(rng.integers(6, 15))
+    return [
+        (int(rng.integers(2, keys - 1)), keys, True),  # L < S: stop inside the keys
+        (keys, keys, True),  # the block ends at the last key
+        (keys + int(rng.integers(1, 6)), keys, True),  # a last query block past the last key
+        (1, int(rng.integers(3, 9)), True),  # tiles of one row
+        (int(rng.integers(2, keys)), keys, False),
+        (keys + int(rng.integers(1, 6)), keys, False),
+    ]
 
 
 def _stop_mistake(got: int, r1: int, keys: int, causal: bool) -> tuple[str, str]:
@@ -152,12 +142,63 @@ def _stop_mistake(got: int, r1: int, keys: int, causal: bool) -> tuple[str, str]
     return "unknown", f"{said}: with is_causal, min(S, r1); without it, S"
 
 
-def _tiles(seed: int = 0) -> list[tuple[str, np.ndarray, int, int]]:
-    """(name, tile of scores, r0, k0): tiles across, below and at the edge of the diagonal."""
+@np.errstate(all="ignore")  # a wrong answer's inf and NaN are for the report to name
+def check_key_stop(
+    fn: Callable[..., Any], *, verbose: bool = True, seed: int | None = None
+) -> KeyStopCheck:
+    """Check ``fn(r1, length_k, is_causal) -> int``: where a query block's key loop ends.
+
+    `stop_cases` drawn from ``seed`` (None: the attempt's own). Prints the
+    report when ``verbose``; returns it. Raises TypeError if ``fn`` is not
+    callable.
+    """
+    if not callable(fn):
+        raise TypeError(f"check_key_stop needs a function, got {type(fn).__name__}")
+    seed = seeded(seed, fn)
+    results = []
+    for r1, keys, causal in stop_cases(seed):
+        name = f"r1={r1} S={keys}"
+        shape = "causal" if causal else "not causal"
+        want = min(keys, r1) if causal else keys
+        got, failed = call(fn, (r1, keys, causal), name, shape, ("r1", "length_k", "is_causal"))
+        if failed:
+            results.append(failed)
+            continue
+        if isinstance(got, bool) or not isinstance(got, int | np.integer):
+            hint = f"return one int, the end of range(0, stop, block_k); got {type(got).__name__}"
+            results.append(CaseResult(name, shape, False, None, hint, "not an int"))
+            continue
+        if got == want:
+            results.append(CaseResult(name, shape, True, None, ""))
+            continue
+        cause, hint = _stop_mistake(int(got), r1, keys, causal)
+        results.append(CaseResult(name, shape, False, None, hint, cause))
+    report = KeyStopCheck(tuple(results), seed=seed)
+    if verbose:
+        print(report)
+    return report
+
+
+def mask_tiles(seed: int = 0) -> list[tuple[str, np.ndarray, int, int]]:
+    """The cases of `check_diagonal_mask` for ``seed``: (name, tile of scores, r0, k0), tiles on
+    the diagonal, offset across it, wholly below and wholly above it (every score masked), of one
+    cell, and at the edge of a case with L > S."""
     rng = np.random.default_rng(seed)
-    plan = [("on the diagonal", 4, 4, 4, 4), ("offset tile", 4, 3, 4, 6), ("below", 3, 3, 8, 2)]
-    plan += [("one cell", 1, 1, 5, 5), ("L > S edge", 3, 4, 9, 8)]
-    return [(name, rng.normal(size=(bq, bk)), r0, k0) for name, bq, bk, r0, k0 in plan]
+
+    def size() -> int:
+        return int(rng.integers(2, 6))
+
+    at = int(rng.integers(0, 9))
+    bq, bk = size(), size()
+    plan = [
+        ("on the diagonal", bq, bq, at, at),
+        ("offset tile", bq, bk, at + int(rng.integers(1, 4)), at + bq),  # crosses the diagonal
+        ("below", bq, bk, at + bk + int(rng.integers(1, 4)), at),
+        ("above", bq, bk, at, at + bq + int(rng.integers(0, 3))),
+        ("one cell", 1, 1, at, at),
+        ("L > S edge", bq, bk, at + bk + int(rng.integers(2, 5)), at + int(rng.integers(0, 2))),
+    ]
+    return [(name, rng.normal(size=(h, w)), r0, k0) for name, h, w, r0, k0 in plan]
 
 
 def _masked(s: np.ndarray, r0: int, k0: int, keep: Callable[..., np.ndarray]) -> np.ndarray:
@@ -166,13 +207,41 @@ def _masked(s: np.ndarray, r0: int, k0: int, keep: Callable[..., np.ndarray]) ->
     return np.where(keep(rows, cols), s, -np.inf)  # (bq, bk)
 
 
+def _named(results: list[CaseResult], mistakes: dict[str, tuple[Any, str]]) -> tuple:
+    """The failed cases named by the mistake that explains the most of them.
+
+    Some tiles cannot tell two mistakes apart (a tile wholly above the diagonal
+    is all kept both when the mask is inverted and when the triangle points the
+    wrong way); each such case is named by the mistake the other tiles single
+    out. A failed case's cause holds its candidates, "|"-joined, until here.
+    """
+    votes = [r.cause.split("|") for r in results if not r.passed and r.hint == ""]
+    counts = {c: sum(c in v for v in votes) for c in mistakes}
+    named = []
+    for r in results:
+        if r.passed or r.hint:
+            named.append(r)
+            continue
+        found = r.cause.split("|")
+        cause = max(found, key=lambda c: counts.get(c, 0)) if r.cause != "unknown" else "unknown"
+        hint = mistakes[cause][1] if cause in mistakes else _UNKNOWN_MASK
+        named.append(replace(r, cause=cause, hint=hint))
+    return tuple(named)
+
+
+_UNKNOWN_MASK = "keep the scores where key k0 + b <= query r0 + a, -np.inf elsewhere"
+
+
+@np.errstate(all="ignore")  # a wrong answer's inf and NaN are for the report to name
 def check_diagonal_mask(
-    fn: Callable[..., Any], *, verbose: bool = True, seed: int = 0
+    fn: Callable[..., Any], *, verbose: bool = True, seed: int | None = None
 ) -> DiagonalMaskCheck:
     """Check ``fn(s, r0, k0) -> s masked``: -inf where key j > query i inside one tile.
 
-    s is a (bq, bk) float64 tile whose row a is query r0 + a and column b key
-    k0 + b. Prints the report when ``verbose``; returns it. Raises TypeError if
+    s is a read-only (bq, bk) float64 tile whose row a is query r0 + a and
+    column b key k0 + b (masking it in place is a write into the caller's
+    tile, and fails). `mask_tiles` drawn from ``seed`` (None: the attempt's
+    own). Prints the report when ``verbose``; returns it. Raises TypeError if
     ``fn`` is not callable.
     """
     if not callable(fn):
@@ -202,29 +271,28 @@ def check_diagonal_mask(
             "use -np.inf",
         ),
     }
+    seed = seeded(seed, fn)
     results = []
-    for name, s, r0, k0 in _tiles(seed):
+    for name, s, r0, k0 in mask_tiles(seed):
         shape = f"{s.shape[0]}x{s.shape[1]} at ({r0}, {k0})"
         want = _masked(s, r0, k0, lambda i, j: j <= i)
-        got, failed = call(fn, (s, r0, k0), name, shape)
+        got, failed = call(fn, (s, r0, k0), name, shape, ("s", "r0", "k0"))
         if failed:
             results.append(failed)
             continue
-        got, problem = as_array(got, "the masked tile")
+        got, cause, problem = as_array(got, "the masked tile")
         if not problem and got.shape != want.shape:
+            cause = "shape"
             problem = f"the masked tile should keep the tile's shape {want.shape}, got {got.shape}"
         if problem:
-            results.append(CaseResult(name, shape, False, None, problem, "shape"))
+            results.append(CaseResult(name, shape, False, None, problem, cause))
             continue
         if np.array_equal(got, want):
             results.append(CaseResult(name, shape, True, None, ""))
             continue
-        cause, hint = next(
-            ((c, h) for c, (wrong, h) in mistakes.items() if np.array_equal(got, wrong(s, r0, k0))),
-            ("unknown", "keep the scores where key k0 + b <= query r0 + a, -np.inf elsewhere"),
-        )
-        results.append(CaseResult(name, shape, False, None, hint, cause))
-    report = DiagonalMaskCheck(tuple(results))
+        matches = [c for c, (wrong, _) in mistakes.items() if np.array_equal(got, wrong(s, r0, k0))]
+        results.append(CaseResult(name, shape, False, None, "", "|".join(matches) or "unknown"))
+    report = DiagonalMaskCheck(_named(results, mistakes), seed=seed)
     if verbose:
         print(report)
     return report

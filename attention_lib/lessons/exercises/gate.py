@@ -2,10 +2,12 @@
 
 `ExerciseGate` is one box per exercise:
 
-- ``attempt(fn)`` (in the learner's cell) runs the checker on their function
-  under a time limit and prints `feedback`; a passing report opens the
-  solution. Whatever the function does (raises, returns a list or the wrong
-  shape, never returns) and whatever is passed instead of a function, the
+- ``attempt(fn)`` (in the learner's cell) runs the exercise's checker
+  (`attention_lib.lessons.exercises.registry`, the one the graded edition
+  runs) on their function, on cases drawn for the attempt, under a time limit,
+  and prints `feedback`; a passing report opens the solution. Whatever the
+  function does (raises, returns a list or the wrong shape, writes into its
+  arguments, never returns) and whatever is passed instead of a function, the
   learner reads one sentence, never a traceback from inside the checker.
 - "Show a hint" opens the exercise's hints one at a time, in the order the
   `Solution` keeps them: the idea, the shapes, the one line that matters.
@@ -34,9 +36,10 @@ import ipywidgets as widgets
 import numpy as np
 
 from ...normalisers import softmax
-from .base import SECONDS, Solution
+from .base import Solution, attempt_seed
 from .feedback import checked
-from .solutions import FLASH_SOLUTIONS, INSTALLED, SOLUTIONS, solution_scope
+from .registry import exercise
+from .solutions import FLASH_SOLUTIONS, SOLUTIONS, solution_scope
 
 __all__ = [
     "ANSWER",
@@ -87,15 +90,19 @@ def _hidden(widget: widgets.Widget, hidden: bool = True) -> widgets.Widget:
     return widget
 
 
+_OWN_LIMIT: Any = object()  # the exercise's own time limit
+
+
 class ExerciseGate:
     """One exercise's attempt, hint ladder and solution (see the module docstring).
 
-    ``check(fn)`` runs the exercise's checker on a function (``verbose=False``)
-    and returns a report with ``passed``. ``name`` is the exercise's key in
-    `SOLUTIONS` or `FLASH_SOLUTIONS` (its code, explanation and hints).
-    ``seconds`` limits each attempt (None: no limit here, for a checker that
-    limits its own child process). Display `widget` where the hints belong.
-    Raises KeyError for an unknown ``name``.
+    ``key`` is the exercise's checker (``check_attention``) or its name
+    (``"my_attention"``, its key in `registry.EXERCISES`, `SOLUTIONS` or
+    `FLASH_SOLUTIONS`): the gate runs that exercise as the graded edition does,
+    with its hints and solution. ``seconds`` limits each attempt (default: the
+    exercise's own; None: no limit here, for a checker that limits its own
+    child process). Display `widget` where the hints belong. Raises KeyError
+    for anything that is not an exercise.
     """
 
     WAITING = (
@@ -107,19 +114,15 @@ class ExerciseGate:
         "the checker's report above is your feedback."
     )
 
-    def __init__(
-        self,
-        check: Callable[[Any], Any],
-        name: str,
-        *,
-        seconds: float | None = SECONDS,
-    ) -> None:
+    def __init__(self, key: Any, *, seconds: float | None = _OWN_LIMIT) -> None:
+        self.exercise = exercise(key)
+        name = self.exercise.name
         found = SOLUTIONS.get(name) or FLASH_SOLUTIONS.get(name)
-        if found is None and not INSTALLED:  # a graded class: feedback, no hints or solution
+        if found is None:  # a graded class: feedback, no hints or solution
             found = Solution(name, "", "")
-        if found is None:
-            raise KeyError(f"no exercise {name!r}; there are {[*SOLUTIONS, *FLASH_SOLUTIONS]}")
-        self.check, self.solution, self.seconds = check, found, seconds
+        self.solution = found
+        self.seconds = self.exercise.seconds if seconds is _OWN_LIMIT else seconds
+        self.seed: int | None = None  # the last attempt's seed
         self.opened = 0  # hints open so far
         self.revealed: str | None = None  # "passed" or "asked" once the solution shows
         waiting = self.WAITING if found.code else self.NOT_INSTALLED
@@ -165,13 +168,23 @@ class ExerciseGate:
             self.status.value = "<em>That was the last hint. The solution opens on request.</em>"
         return self.solution.hints[self.opened - 1]
 
-    def attempt(self, fn: Any) -> Any:
+    def check(self, fn: Any, seed: int | None = None) -> Any:
+        """The exercise's report on ``fn`` (not printed), on the cases of ``seed`` (None: the
+        attempt's own, from the function's source)."""
+        return self.exercise.check(fn, seed)
+
+    def attempt(self, fn: Any, seed: int | None = None) -> Any:
         """Check ``fn`` and print `feedback`, or one sentence on why it could not be checked.
 
-        Returns the report (None when the check could not run). A passing
-        report opens the solution.
+        ``seed`` draws the cases (None: from the function's source, so that the
+        same function meets the same cases and a changed one new cases; the
+        report names the seed). Returns the report (None when the check could
+        not run). A passing report opens the solution.
         """
-        report, text = checked(self.check, fn, self.seconds)
+        if seed is None and self.exercise.seeded and (callable(fn) or isinstance(fn, str)):
+            seed = attempt_seed(fn)
+        self.seed = seed
+        report, text = checked(lambda f: self.check(f, seed), fn, self.seconds)
         print(text)
         if getattr(report, "passed", False):
             self.reveal("passed")
@@ -186,8 +199,9 @@ class ExerciseGate:
         self.revealed = reason
         parts = [f"<pre><code>{html.escape(self.solution.code.strip())}</code></pre>"]
         fn = _solution_function(self.solution)
-        if fn is not None:
-            parts.append(f"<pre>{html.escape(str(self.check(fn)))}</pre>")
+        if fn is not None:  # on the cases of the last attempt, where there was one
+            report = self.check(fn, self.seed if self.seed is not None else 0)
+            parts.append(f"<pre>{html.escape(str(report))}</pre>")
         parts.append(f"<p>{html.escape(self.solution.explanation)}</p>")
         self.answer.value = "\n".join(parts)
         _hidden(self.answer, False)
