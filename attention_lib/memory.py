@@ -8,11 +8,20 @@ with a message that says how much, and where to go instead.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 from .backend import is_torch_array
 
-__all__ = ["AttentionMemoryError", "available_bytes", "check_fits", "format_bytes"]
+__all__ = [
+    "AttentionMemoryError",
+    "available_bytes",
+    "cgroup_headroom",
+    "check_fits",
+    "format_bytes",
+    "host_available_bytes",
+]
 
 
 class AttentionMemoryError(MemoryError):
@@ -29,15 +38,106 @@ def format_bytes(n: float) -> str:
 
 
 def available_bytes(like: Any) -> int:
-    """Free memory on the device that holds ``like`` (host RAM for numpy and CPU tensors)."""
+    """Free memory on the device that holds ``like``: CUDA's free memory for a CUDA tensor;
+    for numpy arrays and CPU tensors the host's available memory (`host_available_bytes`),
+    or less where this process's cgroup allows less."""
     if is_torch_array(like) and like.device.type == "cuda":
         import torch
 
         free, _total = torch.cuda.mem_get_info(like.device)
         return int(free)
-    import psutil
+    return host_available_bytes()
+
+
+def host_available_bytes() -> int:
+    """The host memory this process may still take: the operating system's available memory
+    (Linux's MemAvailable, Windows' available physical memory, psutil's elsewhere), capped
+    by the headroom of every cgroup above the process with a memory limit (a class's hub
+    limits each learner's server so: the kernel is killed past it, whatever the host has)."""
+    free = _system_available()
+    headroom = cgroup_headroom()
+    return free if headroom is None else min(free, headroom)
+
+
+def _system_available() -> int:
+    meminfo = Path("/proc/meminfo")
+    if meminfo.is_file():  # Linux: the kernel's own estimate, without a dependency
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    if sys.platform == "win32":
+        return _windows_available()
+    import psutil  # macOS and the rest: psutil knows how (pip install psutil)
 
     return int(psutil.virtual_memory().available)
+
+
+def _windows_available() -> int:
+    import ctypes
+
+    class MemoryStatus(ctypes.Structure):
+        _fields_ = [
+            ("dwLength", ctypes.c_ulong),
+            ("dwMemoryLoad", ctypes.c_ulong),
+            ("ullTotalPhys", ctypes.c_ulonglong),
+            ("ullAvailPhys", ctypes.c_ulonglong),
+            ("ullTotalPageFile", ctypes.c_ulonglong),
+            ("ullAvailPageFile", ctypes.c_ulonglong),
+            ("ullTotalVirtual", ctypes.c_ulonglong),
+            ("ullAvailVirtual", ctypes.c_ulonglong),
+            ("sullAvailExtendedVirtual", ctypes.c_ulonglong),
+        ]
+
+    status = MemoryStatus()
+    status.dwLength = ctypes.sizeof(MemoryStatus)
+    ctypes.windll.kernel32.GlobalMemoryStatusEx(ctypes.byref(status))  # type: ignore[attr-defined]
+    return int(status.ullAvailPhys)
+
+
+#: where the cgroup hierarchies are mounted, and where this process's cgroups are listed (the
+#: tests point them at folders of their own)
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")
+
+
+def cgroup_headroom() -> int | None:
+    """The least (limit - usage) over this process's cgroups and their ancestors that have a
+    memory limit (cgroup v2's memory.max and memory.current, v1's memory controller's
+    memory.limit_in_bytes and memory.usage_in_bytes); None where none is limited or none
+    can be read (not Linux, or the hierarchy is not mounted where /proc says)."""
+    try:
+        lines = PROC_CGROUP.read_text().splitlines()
+    except OSError:
+        return None
+    found = []
+    for line in lines:
+        number, controllers, path = line.split(":", 2)
+        if number == "0" and not controllers:  # v2's unified tree
+            names, base = ("memory.max", "memory.current"), CGROUP_ROOT
+        elif "memory" in controllers.split(","):  # v1's memory controller
+            names, base = ("memory.limit_in_bytes", "memory.usage_in_bytes"), CGROUP_ROOT / "memory"
+        else:
+            continue
+        folder = base / path.lstrip("/")
+        while True:
+            found.append(_headroom(folder, *names))
+            if folder == base or base not in folder.parents:
+                break
+            folder = folder.parent
+    limited = [h for h in found if h is not None]
+    return min(limited) if limited else None
+
+
+def _headroom(folder: Path, limit_name: str, usage_name: str) -> int | None:
+    try:
+        limit = (folder / limit_name).read_text().strip()
+        usage = int((folder / usage_name).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    # "max" (v2) or a page-rounded 2**63 (v1): no limit
+    if limit == "max" or int(limit) >= 1 << 62:
+        return None
+    return max(int(limit) - usage, 0)
 
 
 def check_fits(needed: int, like: Any, what: str, limit: int | None = None) -> None:
