@@ -1,6 +1,8 @@
 """The tiled execution paths: FlashAttention's online softmax, one tile of scores at a time.
 
-    dispatch        `flash_attention`, which picks a path (``backend=``)
+    dispatch        `flash_attention`: checks the call and runs its route
+    route           which path takes which call, in which dtype and tiles, decided once
+                    (`choose_route`, `Route`, `Tiling`)
     loop            the readable loop (`tiled_loop`), numpy (and any array-API namespace)
     fused_tiles     the torch path's tiles on PyTorch's fused CPU kernel, merged by the
                     online softmax, and their backward pass (`tile_kernel="fused"`)
@@ -16,7 +18,8 @@
 Importing this package imports neither torch nor triton.
 """
 
-from .dispatch import BACKENDS, TILE_KERNELS, flash_attention
+from .dispatch import flash_attention
+from .route import BACKENDS, TILE_KERNELS
 from .tiles import key_blocks, query_blocks, row_shift
 
 __all__ = ["BACKENDS", "TILE_KERNELS", "flash_attention", "key_blocks", "query_blocks", "row_shift"]

@@ -1,112 +1,40 @@
-"""`flash_attention`: one entry point, three execution paths (``backend=``).
+"""`flash_attention`: one entry point, the route it takes decided once (`route`).
 
-- numpy arrays run the readable loop (`attention_lib.flash.loop`);
-- torch tensors run the torch tiled path with FlashAttention's backward
-  pass: on the CPU each tile one call of PyTorch's fused kernel, merged by
-  the online softmax (`attention_lib.flash.fused_tiles`), where the call
-  allows it, and each tile as torch operations otherwise
-  (`attention_lib.flash.torch_tiled`): ``tile_kernel=``;
-- CUDA tensors run the Triton kernels (`attention_lib.flash.triton.launch`).
-
-Those modules are imported only when asked for, so importing this one
-imports neither torch nor triton.
+`attention_lib.flash.route` holds the table of paths (Triton's kernels,
+the fused tiles, the torch operations, the numpy loop), which calls each
+takes and in which dtype; this module checks the call, asks for its route
+and runs it. The paths are imported only when a route takes them, so
+importing this one imports neither torch nor triton.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
-from ..backend import is_torch_array
-from ..inputs import (
-    AttentionProblem,
-    AttentionSpec,
-    check,
-    materialise,
-    may_widen,
-    positive_integer,
-    wide_scores,
-)
+from ..inputs import check, materialise
+from .route import Route, choose_route
 
-__all__ = ["BACKENDS", "TILE_KERNELS", "flash_attention"]
-
-#: the names ``flash_attention(..., backend=...)`` accepts
-BACKENDS = ("auto", "tiled", "triton")
-#: the names ``flash_attention(..., tile_kernel=...)`` accepts: how the torch tiled path
-#: computes one tile
-TILE_KERNELS = ("auto", "fused", "ops")
+__all__ = ["flash_attention"]
 
 
-def _triton_plan(
-    spec: AttentionSpec, block_q: int | None, block_k: int | None, forced: bool
-) -> Any:
-    """How the Triton kernels run this call (`triton_launch.plan`'s layout), or why they
-    cannot (an exception to raise).
-
-    ``backend="auto"`` asks only for CUDA tensors, so that triton is never
-    imported for numpy or CPU work; ``backend="triton"`` also accepts CPU
-    tensors when the kernel runs in Triton's interpreter (TRITON_INTERPRET=1).
-    """
-    if not is_torch_array(spec.query):
-        return ValueError("backend='triton' needs torch tensors, got numpy arrays")
-    if not forced and spec.query.device.type != "cuda":
-        return RuntimeError("the Triton kernel runs on CUDA tensors")
-    if importlib.util.find_spec("triton") is None:
-        return RuntimeError(
-            "backend='triton' needs the triton package, which is not installed "
-            "(pip install -e '.[triton]', Linux only); backend='tiled' runs everywhere"
-        )
-    try:
-        from .triton import launch as triton_launch
-    except ImportError as err:  # installed but broken, e.g. no matching driver libraries
-        return RuntimeError(f"backend='triton': triton is installed but failed to import: {err}")
-    return triton_launch.plan(spec, block_q, block_k)
-
-
-def _torch_tiles(
-    problem: AttentionProblem, block_q: int | None, block_k: int | None, tile_kernel: str
-) -> Any:
-    """The torch tiled path's output (..., L, Ev), on the tile kernel asked for."""
-    if tile_kernel != "ops":
-        from . import fused_tiles
-
-        why = fused_tiles.eligible(problem)
-        if why is not None and tile_kernel == "fused":
-            raise ValueError(f"tile_kernel='fused' cannot run this call: {why}")
-        if why is None:
-            out = fused_tiles.fused_tiles_attention(problem, block_q, block_k)
-            if out is not None:  # None: a value is not finite, and the rule is kept below
-                return out
-    from .torch_tiled import torch_tiled_attention
-
-    return torch_tiled_attention(problem, block_q, block_k)
-
-
-def _fused_float32(
-    spec: AttentionSpec, block_q: int | None, block_k: int | None, tile_kernel: str
-) -> Any:
-    """The fused tiles' float32 output (..., L, Ev) for a float32 call that may widen, with
-    the float32 bound checked in their work items; None where that does not apply, or where
-    an item finds its scores past the bound or a value not finite.
-
-    `wide_scores` decides float32 or float64 before the tiles, from one pass
-    over the query and key on one thread: about 3% of the forward at L = 2048,
-    E = 64, causal (0.6 ms of 19-20 on a 2-core Xeon, timed with and without it
-    in one process).
-    The fused tiles' items read the same rows and keys for their finite check;
-    there each checks the bound on its own part (each head's rows against
-    that head's keys: a tighter bound, the same rule), on the workers'
-    threads. Past it, the whole call is decided again by `wide_scores`, so
-    every head of one call computes in one dtype.
-    """
-    if tile_kernel == "ops" or not is_torch_array(spec.query) or not may_widen(spec):
-        return None
+def _fused(spec: Any, route: Route) -> tuple[Any, Any]:
+    """The fused route's output and the problem it computed: in float32 first where the
+    route says (each head's scores held to float32's bound), the whole call in float64
+    past it, and the torch operations (the route's fallback) for values not finite."""
     from . import fused_tiles
 
-    problem = materialise(spec)  # float32, no copy; grouped heads repeated
-    if fused_tiles.eligible(problem) is not None:
-        return None
-    return fused_tiles.fused_tiles_attention(problem, block_q, block_k, bounded=True)
+    problem, bounded = route.problem, route.exact is None
+    out = fused_tiles.fused_tiles_attention(problem, route.tiling, bounded)
+    if out is None and bounded:  # scores past float32's bound, or a value not finite
+        problem = materialise(spec, exact=True)
+        out = fused_tiles.fused_tiles_attention(problem, route.tiling)
+    if out is None:  # a value is not finite: the library's rule, kept by the operations
+        from .torch_tiled import torch_tiled_attention
+
+        fallback = route.fallback
+        problem = materialise(spec, exact=fallback.exact)
+        out = torch_tiled_attention(problem, fallback.tiling)
+    return out, problem
 
 
 def flash_attention(
@@ -196,37 +124,24 @@ def flash_attention(
     ``backend="triton"``;
     RuntimeError when ``backend="triton"`` cannot run here (triton missing,
     tensors not on CUDA without the interpreter). The message says why.
+    Which path takes which call, and in which dtype: `attention_lib.flash.route`.
     """
-    for name, choice, valid in (
-        ("backend", backend, BACKENDS),
-        ("tile_kernel", tile_kernel, TILE_KERNELS),
-    ):
-        if not isinstance(choice, str) or choice not in valid:
-            names = ", ".join(repr(x) for x in valid)
-            raise ValueError(f"{name} must be one of {names}, got {choice!r}")
-    # None is the path's own choice
-    block_q = None if block_q is None else positive_integer("block_q", block_q)
-    block_k = None if block_k is None else positive_integer("block_k", block_k)
     spec = check(query, key, value, attn_mask, is_causal, scale, enable_gqa)
-    if backend != "tiled":
-        plan = _triton_plan(spec, block_q, block_k, forced=backend == "triton")
-        if not isinstance(plan, Exception):
-            from .triton.launch import triton_attention
+    route = choose_route(spec, block_q, block_k, backend, tile_kernel)
+    if route.path == "triton":
+        from .triton.launch import triton_attention
 
-            return triton_attention(spec, plan, block_q, block_k)  # the caller's tensors
-        if backend == "triton":
-            raise plan
-    if (out := _fused_float32(spec, block_q, block_k, tile_kernel)) is not None:
-        return out  # (..., L, Ev), float32 as the caller's
-    problem = materialise(spec, exact=wide_scores(spec))  # upcast, grouped heads repeated
-    if is_torch_array(problem.query):
-        out = _torch_tiles(problem, block_q, block_k, tile_kernel)  # (..., L, Ev)
+        return triton_attention(spec, route.plan, route.tiling)  # the caller's tensors
+    if route.path == "fused":
+        out, problem = _fused(spec, route)  # (..., L, Ev)
+    elif route.path == "ops":
+        from .torch_tiled import torch_tiled_attention
+
+        problem = route.problem
+        out = torch_tiled_attention(problem, route.tiling)  # (..., L, Ev)
     else:
-        if tile_kernel == "fused":
-            raise ValueError("tile_kernel='fused' runs torch tensors, got numpy arrays")
-        from .loop import NUMPY_BLOCK_K, NUMPY_BLOCK_Q, tiled_loop
+        from .loop import tiled_loop
 
-        block_q = NUMPY_BLOCK_Q if block_q is None else block_q
-        block_k = NUMPY_BLOCK_K if block_k is None else block_k
-        out = tiled_loop(problem, block_q, block_k)  # (..., L, Ev)
+        problem = route.problem
+        out = tiled_loop(problem, route.tiling)  # (..., L, Ev)
     return problem.xp.astype(out, problem.out_dtype, copy=False)  # no copy in its own dtype

@@ -64,6 +64,7 @@ from torch.autograd.function import once_differentiable
 from ..backend import has_float64, namespace, prod
 from ..inputs import AttentionProblem, scores_past_bound
 from . import workers
+from .route import Tiling
 from .tiles import all_finite, first_row, key_blocks, query_blocks
 from .torch_tiled import PARALLEL_MIN_SCORES
 
@@ -404,7 +405,7 @@ class FusedTilesFunction(torch.autograd.Function):
 
 
 def fused_tiles_attention(
-    problem: AttentionProblem, block_q: int | None, block_k: int | None, bounded: bool = False
+    problem: AttentionProblem, tiling: Tiling, bounded: bool = False
 ) -> torch.Tensor | None:
     """The fused tiles' output (*batch, L, E) for an `eligible` problem, or None.
 
@@ -413,25 +414,19 @@ def fused_tiles_attention(
     operations, which follow the library's rule for non-finite values. (The
     kernel scales q k^T after the product and gives a row of NaN scores
     zeros: with a NaN or infinite scale its rows would be finite where the
-    rule, and PyTorch's math backend, give NaN.) ``block_q``/``block_k``
-    None take `default_blocks`. ``bounded``: None also when a work item's
-    scores may outgrow float32 (`_forward`). Differentiable with respect to
-    query, key and value.
+    rule, and PyTorch's math backend, give NaN.) ``tiling`` gives the tile
+    sizes (`default_blocks` where None). ``bounded``: None also when a work
+    item's scores may outgrow float32 (`_forward`). Differentiable with
+    respect to query, key and value.
     """
-    if not math.isfinite(problem.scale):
+    if not math.isfinite(tiling.scale):
         return None
     inputs = [_merged(x, problem.batch) for x in (problem.query, problem.key, problem.value)]
-    default_q, default_k = default_blocks(problem.is_causal)
+    sized = tiling.sized(*default_blocks(tiling.is_causal))
     length_q, length_k = problem.query.shape[-2], problem.key.shape[-2]
-    tiles = fused_tiles(
-        length_q,
-        length_k,
-        default_q if block_q is None else block_q,
-        default_k if block_k is None else block_k,
-        problem.is_causal,
-    )
+    tiles = fused_tiles(length_q, length_k, sized.block_q, sized.block_k, tiling.is_causal)
     try:
-        out = FusedTilesFunction.apply(*inputs, tiles, problem.scale, bounded)  # (1, N, L, E)
+        out = FusedTilesFunction.apply(*inputs, tiles, tiling.scale, bounded)  # (1, N, L, E)
     except NotFinite:
         return None
     return out.view(problem.shape)  # (*batch, L, E)

@@ -30,6 +30,7 @@ from ..backend import device_of, nan_is_expected
 from ..inputs import AttentionProblem
 from ..masks import apply_mask, mask_tile
 from ..nonfinite import visible_matmul
+from .route import Tiling
 from .tiles import (
     all_finite,
     key_blocks,
@@ -85,16 +86,19 @@ def _query_block(
 
 
 @nan_is_expected
-def tiled_loop(problem: AttentionProblem, block_q: int, block_k: int) -> Any:
-    """The readable loop on any array namespace: output (..., L, Ev) in the accumulation dtype.
+def tiled_loop(problem: AttentionProblem, tiling: Tiling) -> Any:
+    """The readable loop on any array namespace: output (..., L, Ev) in the accumulation dtype,
+    in ``tiling``'s tiles (`NUMPY_BLOCK_Q` x `NUMPY_BLOCK_K` where None).
 
     The output is allocated once and each query block is written into its
     rows: no list of blocks, no concatenation. A result that is not finite
     is computed again on the exact route (`attention_lib.flash.tiles`).
     """
-    out = _loop(problem, block_q, block_k, exact=False)
+    sized = tiling.sized(NUMPY_BLOCK_Q, NUMPY_BLOCK_K)
+    assert sized.block_q is not None and sized.block_k is not None
+    out = _loop(problem, sized.block_q, sized.block_k, exact=False)
     if not all_finite(problem.xp, out):
-        out = _loop(problem, block_q, block_k, exact=True)
+        out = _loop(problem, sized.block_q, sized.block_k, exact=True)
     return out
 
 

@@ -87,6 +87,7 @@ from ..inputs import AttentionProblem
 from ..masks import mask_index
 from ..nonfinite import add_compensated, sum_to, visible_matmul
 from . import workers
+from .route import Tiling
 from .tiles import (
     all_finite,
     first_row,
@@ -247,15 +248,19 @@ class _Plan:
     def __init__(
         self,
         operands: dict[str, torch.Tensor | None],
-        is_causal: bool,
-        scale: float,
-        block_q: int,
-        block_k: int,
+        tiling: Tiling,
         batch: tuple[int, ...],
         exact: bool,
     ) -> None:
         query, key, value, mask = (operands[name] for name in ("query", "key", "value", "mask"))
         assert query is not None and key is not None and value is not None
+        assert tiling.block_q is not None and tiling.block_k is not None  # sized by the caller
+        is_causal, scale, block_q, block_k = (
+            tiling.is_causal,
+            tiling.scale,
+            tiling.block_q,
+            tiling.block_k,
+        )
         self.size = prod(batch)
         self.length, self.length_k = query.shape[-2], key.shape[-2]
         self.is_causal, self.scale = is_causal, scale
@@ -523,10 +528,7 @@ def tiled_forward(
     key: torch.Tensor,
     value: torch.Tensor,
     mask: torch.Tensor | None,
-    is_causal: bool,
-    scale: float,
-    block_q: int,
-    block_k: int,
+    tiling: Tiling,
     batch: tuple[int, ...],
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Attention output and per-row softmax statistics, one tile of scores at a time.
@@ -534,7 +536,8 @@ def tiled_forward(
     query (*Bq, L, E), key (*Bk, S, E), value (*Bv, S, Ev), one floating
     dtype, their batch dimensions broadcasting to ``batch``; ``mask`` None
     or, with at least two dimensions, broadcasting to (*batch, L, S) (a
-    size-1 dimension is not sliced). Returns out (*batch, L, Ev) and, each
+    size-1 dimension is not sliced); ``tiling`` with its tile sizes set
+    (`Tiling.sized`). Returns out (*batch, L, Ev) and, each
     (*batch, L, 1), m, the shift of each row's scores in units of ln 2
     (score x log2(e): its largest, or one at most 40 below it, `LAZY_LIMIT`;
     0 for a row whose keys are all masked), and total, the sum of
@@ -546,10 +549,9 @@ def tiled_forward(
     is not finite (the rule for non-finite inputs: `attention_lib.flash.tiles`).
     """
     operands = {"query": query, "key": key, "value": value, "mask": mask}
-    config = (is_causal, scale, block_q, block_k, batch)
-    results = _forward(_Plan(operands, *config, exact=False))
+    results = _forward(_Plan(operands, tiling, batch, exact=False))
     if not all_finite(_XP, results[0]):
-        results = _forward(_Plan(operands, *config, exact=True))
+        results = _forward(_Plan(operands, tiling, batch, exact=True))
     return results
 
 
@@ -716,10 +718,7 @@ def tiled_backward(
     key: torch.Tensor,
     value: torch.Tensor,
     mask: torch.Tensor | None,
-    is_causal: bool,
-    scale: float,
-    block_q: int,
-    block_k: int,
+    tiling: Tiling,
     batch: tuple[int, ...],
     out: torch.Tensor,
     m: torch.Tensor,
@@ -745,10 +744,9 @@ def tiled_backward(
     """
     operands = {"query": query, "key": key, "value": value, "mask": mask, "out": out}
     operands |= {"m": m, "total": total, "grad_out": grad_out}
-    config = (is_causal, scale, block_q, block_k, batch)
-    grads = _backward(_Plan(operands, *config, exact=False), mask_grad)
+    grads = _backward(_Plan(operands, tiling, batch, exact=False), mask_grad)
     if not all_finite(_XP, *grads):
-        grads = _backward(_Plan(operands, *config, exact=True), mask_grad)
+        grads = _backward(_Plan(operands, tiling, batch, exact=True), mask_grad)
     return grads
 
 
@@ -775,10 +773,10 @@ def _backward(
 class TorchTiledFunction(torch.autograd.Function):
     """Attention on (..., L, E) tensors with FlashAttention's memory-light backward.
 
-    ``apply(query, key, value, mask, is_causal, scale, block_q, block_k,
-    batch)`` with the arguments of `tiled_forward`; returns out (*batch, L,
-    Ev). Saves the inputs, the output and two numbers per row (m, total),
-    never the (L, S) weights. Not twice differentiable.
+    ``apply(query, key, value, mask, tiling, batch)`` with the arguments of
+    `tiled_forward`; returns out (*batch, L, Ev). Saves the inputs, the
+    output and two numbers per row (m, total), never the (L, S) weights.
+    Not twice differentiable.
     """
 
     @staticmethod
@@ -788,16 +786,12 @@ class TorchTiledFunction(torch.autograd.Function):
         key: torch.Tensor,
         value: torch.Tensor,
         mask: torch.Tensor | None,
-        is_causal: bool,
-        scale: float,
-        block_q: int,
-        block_k: int,
+        tiling: Tiling,
         batch: tuple[int, ...],
     ) -> torch.Tensor:
-        config = (is_causal, scale, block_q, block_k, batch)
-        out, m, total = tiled_forward(query, key, value, mask, *config)
+        out, m, total = tiled_forward(query, key, value, mask, tiling, batch)
         ctx.save_for_backward(query, key, value, mask, out, m, total)
-        ctx.config = config
+        ctx.tiling, ctx.batch = tiling, batch
         return out
 
     @staticmethod
@@ -806,24 +800,21 @@ class TorchTiledFunction(torch.autograd.Function):
         query, key, value, mask, out, m, total = ctx.saved_tensors
         mask_grad = mask is not None and ctx.needs_input_grad[3]
         grads = tiled_backward(
-            query, key, value, mask, *ctx.config, out, m, total, grad_out, mask_grad=mask_grad
+            query, key, value, mask, ctx.tiling, ctx.batch, out, m, total, grad_out, mask_grad
         )
-        return (*grads, None, None, None, None, None)
+        return (*grads, None, None)
 
 
-def torch_tiled_attention(
-    problem: AttentionProblem, block_q: int | None, block_k: int | None
-) -> torch.Tensor:
+def torch_tiled_attention(problem: AttentionProblem, tiling: Tiling) -> torch.Tensor:
     """The tiled path for a validated problem with torch tensors: output (..., L, Ev).
 
-    ``block_q``/``block_k`` None take `default_blocks`. Query, key and
+    ``tiling``'s tile sizes, `default_blocks` where None. Query, key and
     value keep their own batch shapes (no input is copied to the broadcast
     size). Runs `TorchTiledFunction`; differentiable with respect to query,
     key, value and a float mask, each gradient in its own shape. The result
     is in the accumulation dtype (the caller casts it back).
     """
-    default_q, default_k = default_blocks(problem.is_causal)
-    block_q = default_q if block_q is None else block_q
-    block_k = default_k if block_k is None else block_k
-    args = (problem.mask, problem.is_causal, problem.scale, block_q, block_k, problem.batch)
-    return TorchTiledFunction.apply(problem.query, problem.key, problem.value, *args)
+    sized = tiling.sized(*default_blocks(tiling.is_causal))
+    return TorchTiledFunction.apply(
+        problem.query, problem.key, problem.value, problem.mask, sized, problem.batch
+    )

@@ -16,6 +16,7 @@ from support import FLOAT64, make, qkv, torch_sdpa
 from torch.autograd import gradcheck
 
 import attention_lib as al
+from attention_lib.flash.route import Tiling
 from attention_lib.flash.torch_tiled import tiled_forward
 
 
@@ -252,7 +253,7 @@ def test_torch_fast_path_equals_pytorch_and_the_readable_loop(kw, blocks):
 
 def test_tiled_forward_returns_each_rows_maximum_and_total():
     q, k, v = (make((3, n, 8), "torch", "float64", i) for i, n in enumerate((11, 13, 13)))
-    out, m, total = tiled_forward(q, k, v, None, True, 0.5, 4, 5, (3,))
+    out, m, total = tiled_forward(q, k, v, None, Tiling(True, 0.5, 4, 5), (3,))
     scores = (q @ k.transpose(1, 2) * 0.5).masked_fill(
         ~torch.ones(11, 13).tril().bool(), -torch.inf
     )
@@ -273,7 +274,7 @@ def test_fully_masked_rows_give_zeros_and_a_zero_total():
     mask[1] = False
     out = tiled(q, k, v, mask, block_q=2, block_k=4)
     assert torch.all(out[:, 1] == 0) and torch.isfinite(out).all()
-    _, m, total = tiled_forward(q, k, v, mask, False, 1.0, 2, 4, (2,))
+    _, m, total = tiled_forward(q, k, v, mask, Tiling(False, 1.0, 2, 4), (2,))
     assert torch.all(total[:, 1] == 0) and torch.all(m[:, 1] == 0)  # shifted by 0, not -inf
     assert torch.all(total[:, [0, 2, 3]] >= 1)  # the row's largest term is exp(0)
 

@@ -23,6 +23,7 @@ from support import FLOAT64, make, qkv
 import attention_lib as al
 from attention_lib.flash import fused_tiles
 from attention_lib.flash.accuracy import forward_check, gradient_checks, stable_batch
+from attention_lib.flash.route import Tiling
 from attention_lib.flash.tiles import score_fraction
 from attention_lib.inputs import check, materialise
 
@@ -333,7 +334,10 @@ def test_a_non_finite_value_above_the_diagonal_is_never_read(bad):
     bad_v = v.detach().clone()
     bad_v[:, 4] = bad
     problem = materialise(check(q, k, bad_v, None, True, None, False))
-    assert fused_tiles.fused_tiles_attention(problem, 2, 2) is None  # refused, not computed
+    assert (
+        fused_tiles.fused_tiles_attention(problem, Tiling(problem.is_causal, problem.scale, 2, 2))
+        is None
+    )  # refused, not computed
     out = fused(q, k, bad_v.requires_grad_(), is_causal=True, block_q=2, block_k=2)
     want = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     torch.testing.assert_close(out[:, :4], want[:, :4], **FLOAT64)  # rows before key 4
@@ -345,7 +349,9 @@ def test_scores_that_overflow_run_on_the_torch_operations(monkeypatch):
     q, k, v = qkv("torch", (1,), 4, 4, 4, 4)
     problem = materialise(check(q * 1e200, k * 1e200, v, None, False, None, False))
     assert fused_tiles.eligible(problem) is None
-    assert fused_tiles.fused_tiles_attention(problem, None, None) is None
+    assert (
+        fused_tiles.fused_tiles_attention(problem, Tiling(problem.is_causal, problem.scale)) is None
+    )
     ours = al.flash_attention(q * 1e200, k * 1e200, v)
     theirs = al.flash_attention(q * 1e200, k * 1e200, v, tile_kernel="ops")
     torch.testing.assert_close(ours, theirs, equal_nan=True, **FLOAT64)
@@ -384,7 +390,12 @@ def test_a_non_finite_input_in_one_head_on_the_workers_runs_on_the_torch_operati
     with monkeypatch.context() as patch:
         _on_workers(patch)
         assert len(fused_tiles._head_groups(6, 50, 40)) == 6
-        assert fused_tiles.fused_tiles_attention(problem, 16, 12) is None
+        assert (
+            fused_tiles.fused_tiles_attention(
+                problem, Tiling(problem.is_causal, problem.scale, 16, 12)
+            )
+            is None
+        )
         ours = al.flash_attention(*inputs, block_q=16, block_k=12)
     theirs = al.flash_attention(*inputs, block_q=16, block_k=12, tile_kernel="ops")
     torch.testing.assert_close(ours, theirs, equal_nan=True, **FLOAT64)

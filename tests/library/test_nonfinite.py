@@ -139,9 +139,7 @@ def test_no_gradient_through_a_row_reads_a_hidden_key(path, case, bad):
             {"query": dirty_grads["query"][hiding]},
         )
     for name in clean:
-        np.testing.assert_allclose(
-            dirty_grads[name], clean[name], **FLOAT64, err_msg=name
-        )
+        np.testing.assert_allclose(dirty_grads[name], clean[name], **FLOAT64, err_msg=name)
 
 
 def _masked_row(kind):

@@ -62,9 +62,7 @@ def test_boolean_mask_true_takes_part(lib):
 def test_float_mask_is_added_to_the_scaled_scores():
     q, k, v = qkv("numpy")
     bias = make((5, 7), seed=9)
-    np.testing.assert_allclose(
-        sdpa(q, k, v, attn_mask=bias), manual(q, k, v, 0.5, bias), **FLOAT64
-    )
+    np.testing.assert_allclose(sdpa(q, k, v, attn_mask=bias), manual(q, k, v, 0.5, bias), **FLOAT64)
     np.testing.assert_allclose(sdpa(q, k, v, attn_mask=bias), torch_sdpa(q, k, v, attn_mask=bias))
 
 

@@ -19,6 +19,7 @@ from support import FLOAT64, make, qkv, to_numpy
 
 import attention_lib as al
 from attention_lib.flash import torch_tiled
+from attention_lib.flash.route import Tiling
 
 BLOCKS = [(1, 1), (2, 3), (4, 4), (64, 64)]
 
@@ -303,7 +304,9 @@ def test_a_row_whose_later_scores_rise_far_is_done_again_with_the_running_maximu
     q = q / q.norm(dim=-1, keepdim=True)
     k[:, 8:] = 60 * math.sqrt(8) * q[:, :1]  # q k^T / sqrt(8) = 60 (q_0 k, others up to 60)
     k[:, 8:] += 0.01 * make((2, 8, 8), "torch", "float32", 9)
-    out, m, total = torch_tiled.tiled_forward(q, k, v, None, False, 1 / math.sqrt(8), 4, 8, (2,))
+    out, m, total = torch_tiled.tiled_forward(
+        q, k, v, None, Tiling(False, 1 / math.sqrt(8), 4, 8), (2,)
+    )
     expected = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
     torch.testing.assert_close(out.double(), expected, rtol=0, atol=1e-5)
     scores2 = (q.double() @ k.double().transpose(-1, -2)) / math.sqrt(8) * math.log2(math.e)

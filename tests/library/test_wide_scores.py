@@ -24,6 +24,7 @@ from support import make
 import attention_lib as al
 from attention_lib.backend import has_float64, reference_dtype, torch_threads
 from attention_lib.flash.accuracy import forward_check, gradient_checks
+from attention_lib.flash.route import Tiling
 from attention_lib.inputs import FLOAT32_SCORE_BOUND, check, wide_scores
 
 PATHS = {
@@ -158,12 +159,12 @@ def _float32_fused(q, k, v, bounded=False):
     from attention_lib.inputs import materialise
 
     problem = materialise(check(q, k, v, None, False, None, False))
-    return fused_tiles_attention(problem, None, None, bounded=bounded)
+    return fused_tiles_attention(problem, Tiling(problem.is_causal, problem.scale), bounded=bounded)
 
 
 def test_a_narrow_call_on_the_fused_tiles_makes_no_pass_before_them(monkeypatch):
     """The up-front pass was 3% of the forward at L = 2048, E = 64, causal: the items check."""
-    from attention_lib.flash import dispatch, fused_tiles
+    from attention_lib.flash import fused_tiles, route
 
     def refused(spec):
         raise AssertionError("wide_scores ran before the fused tiles")
@@ -175,7 +176,7 @@ def test_a_narrow_call_on_the_fused_tiles_makes_no_pass_before_them(monkeypatch)
         checked.append(kwargs)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(dispatch, "wide_scores", refused)
+    monkeypatch.setattr(route, "wide_scores", refused)
     monkeypatch.setattr(fused_tiles, "scores_past_bound", counted)
     q, k, v = _heads((1, 1), (1, 1))
     out = al.flash_attention(q, k, v)

@@ -16,6 +16,10 @@ import types
 
 import pytest
 
+from attention_lib.flash.route import Tiling
+
+TILING = Tiling(is_causal=True, scale=0.125)  # the tiles' sizes: the kernels' own
+
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("triton") is None,
     reason="triton is not installed (pip install -e '.[triton]', Linux only)",
@@ -103,11 +107,12 @@ def test_plan_refuses_bfloat16_on_a_t4(fake_gpu):
         return dataclasses.replace(check(q, k, v, None, True, None, False), query=on_gpu)
 
     fake_gpu("Tesla T4")
-    refused = launch.plan(spec(torch.bfloat16), None, None)
-    assert isinstance(refused, ValueError) and str(refused) == T4_REFUSAL
-    assert isinstance(launch.plan(spec(torch.float16), None, None), Layout)
+    with pytest.raises(ValueError) as refused:
+        launch.plan(spec(torch.bfloat16), TILING)
+    assert str(refused.value) == T4_REFUSAL
+    assert isinstance(launch.plan(spec(torch.float16), TILING), Layout)
     fake_gpu("NVIDIA GeForce RTX 3090")
-    assert isinstance(launch.plan(spec(torch.bfloat16), None, None), Layout)
+    assert isinstance(launch.plan(spec(torch.bfloat16), TILING), Layout)
 
 
 def test_the_forward_launcher_refuses_before_compiling(monkeypatch):
@@ -157,18 +162,18 @@ def test_float32_gradients_at_width_256_are_refused_on_a_t4(fake_gpu):
         return dataclasses.replace(check(q, k, v, None, False, None, False), query=on_gpu)
 
     fake_gpu("Tesla T4")
-    refused = launch.plan(spec(True), None, None)
-    assert isinstance(refused, ValueError)
-    assert str(refused) == (
+    with pytest.raises(ValueError) as raised:
+        launch.plan(spec(True), TILING)
+    assert str(raised.value) == (
         "float32 at head width 256 on this Tesla T4 (sm_75): its gradients need more shared "
         "memory per program than it has (64 KiB); use float16, or head widths up to 128, "
         "or backend='tiled'"
     )
-    assert isinstance(launch.plan(spec(False), None, None), Layout)  # forward only: fits
+    assert isinstance(launch.plan(spec(False), TILING), Layout)  # forward only: fits
     with torch.no_grad():
-        assert isinstance(launch.plan(spec(True), None, None), Layout)
+        assert isinstance(launch.plan(spec(True), TILING), Layout)
     refused = launch.refusal(torch.float32, _cuda(), 200, ("dkdv", "dq"))
     assert "head width 200" in str(refused)
     assert launch.refusal(torch.float32, _cuda(), 128, ("forward", "dkdv", "dq")) is None
     fake_gpu("NVIDIA GeForce RTX 3090")
-    assert launch.plan(spec(True), None, None).heads == 2
+    assert launch.plan(spec(True), TILING).heads == 2

@@ -43,6 +43,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from ...backend import prod
+from ..route import Tiling
 from .backward import attention_delta, attention_dkdv, attention_dq
 from .common import INTERPRETED as INTERPRETED  # re-exported: the tests ask
 from .configs import (
@@ -508,13 +509,14 @@ def _summed(grad: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 
 def _forward_all(
-    layout: Layout, inputs: tuple[Any, ...], config: tuple, for_backward: bool
+    layout: Layout, inputs: tuple[Any, ...], tiling: Tiling, for_backward: bool
 ) -> tuple[Any, list]:
     """The forward kernel on every launch: out (*outer, H, L, Ev) and each launch's (out, stats);
     ``for_backward`` as `flash_forward`'s."""
     runs = []
+    settings = (tiling.is_causal, tiling.scale, tiling.block_q, tiling.block_k)
     for _, (q, k, v) in layout.launches(*layout.views(*inputs)):
-        runs.append(flash_forward(q, k, v, *config, for_backward))  # (B, H, L, Ev), (2, B, H, L)
+        runs.append(flash_forward(q, k, v, *settings, for_backward))  # (B, H, L, Ev), (2, B, H, L)
     outs = [o for o, _ in runs]
     out = outs[0] if len(outs) == 1 else torch.stack(outs)
     return out.view(*layout.outer, *out.shape[-3:]), runs  # (*outer, H, L, Ev)
@@ -523,7 +525,7 @@ def _forward_all(
 class TritonAttention(torch.autograd.Function):
     """The Triton forward and backward kernels on the caller's tensors.
 
-    ``apply(query, key, value, layout, is_causal, scale, block_q, block_k)``:
+    ``apply(query, key, value, layout, tiling)``:
     query (..., L, E), key (..., S, E), value (..., S, Ev) as given, read
     through `Layout` views; returns out (*outer, H, L, Ev). Saves the
     inputs (no copies), the outputs and row statistics of each launch. The
@@ -540,15 +542,11 @@ class TritonAttention(torch.autograd.Function):
         key: torch.Tensor,
         value: torch.Tensor,
         layout: Layout,
-        is_causal: bool,
-        scale: float,
-        block_q: int | None,
-        block_k: int | None,
+        tiling: Tiling,
     ) -> torch.Tensor:
-        config = (is_causal, scale, block_q, block_k)
-        out, runs = _forward_all(layout, (query, key, value), config, for_backward=True)
+        out, runs = _forward_all(layout, (query, key, value), tiling, for_backward=True)
         ctx.save_for_backward(query, key, value, *(t for run in runs for t in run))
-        ctx.layout, ctx.config = layout, config
+        ctx.layout, ctx.tiling = layout, tiling
         return out
 
     @staticmethod
@@ -571,12 +569,15 @@ class TritonAttention(torch.autograd.Function):
                 into = tuple(g.view(x.shape) for g, x in zip(grads, qkv, strict=True))
             else:  # this entry's part of them (contiguous)
                 upstream, into = grad_out[index], tuple(g[index] for g in grads)
-            flash_backward(*qkv, out, stats, upstream, *ctx.config, into=into)
+            t = ctx.tiling
+            flash_backward(
+                *qkv, out, stats, upstream, t.is_causal, t.scale, t.block_q, t.block_k, into=into
+            )
         results = [
             _summed(g, x) if w else g.view(x.shape)
             for g, x, w in zip(grads, inputs, wide, strict=True)
         ]
-        return (*results, None, None, None, None, None)
+        return (*results, None, None)
 
 
 def _is_tile(size: int | None) -> bool:
@@ -605,9 +606,9 @@ def _kv_heads(spec: Any, heads: int) -> tuple[int, int, int] | None:
     return h_k, h_v, max(h_k, h_v)
 
 
-def plan(spec: Any, block_q: int | None, block_k: int | None) -> Layout | Exception:
-    """How the kernels run this validated call (the launches' `Layout`), or why they cannot
-    (an exception to raise). Decided once: `triton_attention` runs the layout as given.
+def plan(spec: Any, tiling: Tiling) -> Layout:
+    """How the kernels run this validated call (the launches' `Layout`); raises where they
+    cannot, saying why. Decided once: `triton_attention` runs the layout as given.
 
     ``spec`` is `attention_lib.inputs.AttentionSpec`: the caller's own
     tensors and the sizes they imply. RuntimeError when this process cannot
@@ -622,22 +623,22 @@ def plan(spec: Any, block_q: int | None, block_k: int | None) -> Layout | Except
     """
     device = spec.query.device
     if device.type != "cuda" and not INTERPRETED:
-        return RuntimeError(
+        raise RuntimeError(
             f"backend='triton' needs CUDA tensors, got tensors on {device}; to run the kernel "
             "on the CPU, set TRITON_INTERPRET=1 before triton is first imported"
         )
     if spec.mask is not None:
-        return ValueError(
+        raise ValueError(
             "backend='triton' does not take attn_mask (only is_causal); "
             "use backend='tiled' or 'auto' for masks"
         )
     if not math.isfinite(spec.scale):
-        return ValueError(
+        raise ValueError(
             f"backend='triton' takes a finite scale, got scale = {spec.scale}; "
             "backend='tiled' or 'auto' follows the rule for non-finite inputs"
         )
     if spec.out_dtype not in _DTYPES:
-        return ValueError(
+        raise ValueError(
             f"backend='triton' takes float16, bfloat16 or float32, got {spec.out_dtype}"
         )
     inputs = (spec.query, spec.key, spec.value)
@@ -645,27 +646,27 @@ def plan(spec: Any, block_q: int | None, block_k: int | None) -> Layout | Except
     kernels = KERNELS if grads else ("forward",)  # KERNELS: forward, dkdv, dq
     refused = refusal(spec.out_dtype, device, max(spec.width, spec.width_v), kernels)
     if refused is not None:
-        return refused
+        raise refused
     if not all(1 <= w <= MAX_HEAD_DIM for w in (spec.width, spec.width_v)):
-        return ValueError(
+        raise ValueError(
             f"backend='triton' takes head widths from 1 to {MAX_HEAD_DIM}, got E = {spec.width} "
             f"and Ev = {spec.width_v}"
         )
-    for name, size in (("block_q", block_q), ("block_k", block_k)):
+    for name, size in (("block_q", tiling.block_q), ("block_k", tiling.block_k)):
         if not _is_tile(size):
-            return ValueError(
+            raise ValueError(
                 f"backend='triton' needs {name} to be a power of two from 16 to 256, got {size}"
             )
     batch = tuple(spec.batch)
     heads = batch[-1] if batch else 1
     kv_heads = _kv_heads(spec, heads)
     if kv_heads is None:
-        return ValueError(
+        raise ValueError(
             "backend='triton' reads key and value heads with one group size, got "
             f"{spec.heads_k} key and {spec.heads_v} value heads; use backend='tiled'"
         )
     if heads > _MAX_GRID_YZ or (batch[-2] if len(batch) > 1 else 1) > _MAX_GRID_YZ:
-        return ValueError(
+        raise ValueError(
             f"backend='triton' launches at most {_MAX_GRID_YZ} heads and {_MAX_GRID_YZ} batch "
             f"entries per launch, got batch dimensions {batch}"
         )
@@ -678,9 +679,7 @@ def _as_heads(x: torch.Tensor, outer: tuple[int, ...], heads: int) -> torch.Tens
     return x.expand(*outer, heads, *x.shape[-2:])
 
 
-def triton_attention(
-    spec: Any, layout: Layout, block_q: int | None, block_k: int | None
-) -> torch.Tensor:
+def triton_attention(spec: Any, layout: Layout, tiling: Tiling) -> torch.Tensor:
     """The Triton path for a call `plan` accepted, run as its ``layout`` says: output
     (*batch, L, Ev) in the query's dtype.
 
@@ -701,11 +700,10 @@ def triton_attention(
     bit (`attention_lib.flash.triton.forward`).
     """
     inputs = (spec.query, spec.key, spec.value)
-    config = (spec.is_causal, spec.scale, block_q, block_k)
     if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
-        out = TritonAttention.apply(*inputs, layout, *config)  # (*outer, H, L, Ev)
+        out = TritonAttention.apply(*inputs, layout, tiling)  # (*outer, H, L, Ev)
     else:
-        out = _forward_all(layout, inputs, config, for_backward=False)[0]  # (*outer, H, L, Ev)
+        out = _forward_all(layout, inputs, tiling, for_backward=False)[0]  # (*outer, H, L, Ev)
     return out.view(*spec.batch, spec.length_q, spec.width_v)  # (..., L, Ev)
 
 
