@@ -8,6 +8,7 @@ with a message that says how much, and where to go instead.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,8 @@ def available_bytes(like: Any) -> int:
 
 def host_available_bytes() -> int:
     """The host memory this process may still take: the operating system's available memory
-    (Linux's MemAvailable, Windows' available physical memory, psutil's elsewhere), capped
+    (Linux's MemAvailable, Windows' available physical memory, macOS's free, inactive and
+    speculative pages), capped
     by the headroom of every cgroup above the process with a memory limit (a class's hub
     limits each learner's server so: the kernel is killed past it, whatever the host has)."""
     free = _system_available()
@@ -67,9 +69,21 @@ def _system_available() -> int:
                 return int(line.split()[1]) * 1024
     if sys.platform == "win32":
         return _windows_available()
-    import psutil  # macOS and the rest: psutil knows how (pip install psutil)
+    if sys.platform == "darwin":
+        return _mac_available()
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")  # the BSDs and the rest
 
-    return int(psutil.virtual_memory().available)
+
+def _mac_available() -> int:
+    """macOS's free, inactive and speculative pages (what Activity Monitor can hand out), from
+    vm_stat, which prints the page size and the counts."""
+    import re
+    import subprocess
+
+    text = subprocess.run(["vm_stat"], capture_output=True, text=True, check=True).stdout
+    page = int(re.search(r"page size of (\d+) bytes", text).group(1))
+    counts = dict(re.findall(r"^Pages (free|inactive|speculative):\s+(\d+)\.", text, re.M))
+    return page * sum(int(n) for n in counts.values())
 
 
 def _windows_available() -> int:

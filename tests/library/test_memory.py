@@ -81,3 +81,20 @@ def test_the_system_figure_agrees_with_psutil():
     psutil = pytest.importorskip("psutil")
     ours, theirs = memory._system_available(), psutil.virtual_memory().available
     assert abs(ours - theirs) <= 0.05 * theirs  # two reads a moment apart
+
+
+def test_macs_figure_is_read_from_vm_stat(monkeypatch):
+    printed = (
+        "Mach Virtual Memory Statistics: (page size of 16384 bytes)\n"
+        "Pages free:                               12345.\n"
+        "Pages active:                            500000.\n"
+        "Pages inactive:                          200000.\n"
+        "Pages speculative:                         1000.\n"
+        "Pages wired down:                        100000.\n"
+    )
+
+    class Done:
+        stdout = printed
+
+    monkeypatch.setattr("subprocess.run", lambda *a, **k: Done())
+    assert memory._mac_available() == 16384 * (12345 + 200000 + 1000)
