@@ -47,6 +47,9 @@ STILL_FIGURES: dict[str, dict[str, str | None]] = {
         "756a47e2": None,  # attention sinks
         "2a03a6ed": "The three maps side by side",  # sigmoid and differential attention
     },
+    "07_researcher_build_flash_attention": {
+        "8461d290": "The dashed vermillion curve",  # the model trained with FlashAttention
+    },
 }
 
 

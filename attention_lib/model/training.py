@@ -42,7 +42,7 @@ from .catalogue import TRAINED, trained_dir
 from .corpus import FAMILIES, Corpus, Sentence, build_corpus
 from .head_stats import METRICS, head_summary, row_mask
 from .report import compare, dump_report, format_comparison, load_report
-from .tiny_model import TinyTransformer, save_model
+from .tiny_model import Attend, TinyTransformer, save_model
 from .weights import ModelConfig
 
 __all__ = [
@@ -128,7 +128,9 @@ def _lengths(tokens: torch.Tensor) -> np.ndarray:
     return (tokens != 0).sum(dim=-1).numpy()  # (N,), PAD has id 0
 
 
-def _loss(model: TinyTransformer, tokens: torch.Tensor, attention: str = "model") -> torch.Tensor:
+def _loss(
+    model: TinyTransformer, tokens: torch.Tensor, attention: str | Attend = "model"
+) -> torch.Tensor:
     """Mean next-token cross-entropy over the real (non-padding) targets."""
     logits = model(tokens[:, :-1], attention=attention)  # (B, T-1, V)
     targets = tokens[:, 1:]  # (B, T-1)
@@ -138,11 +140,17 @@ def _loss(model: TinyTransformer, tokens: torch.Tensor, attention: str = "model"
 
 
 @torch.no_grad()
-def evaluate(model: TinyTransformer, corpus: Corpus, sentences: Sequence[Sentence]) -> Evaluation:
-    """`Evaluation` of ``model`` on ``sentences`` (each family present is scored)."""
+def evaluate(
+    model: TinyTransformer,
+    corpus: Corpus,
+    sentences: Sequence[Sentence],
+    attention: str | Attend = "model",
+) -> Evaluation:
+    """`Evaluation` of ``model`` on ``sentences`` (each family present is scored), its
+    attention computed by ``attention`` (a name of `ATTENTION` or a call, as the model takes)."""
     tokens = torch.from_numpy(corpus.encode(sentences))  # (N, T)
     trace: list = []
-    logits = model(tokens, trace=trace)  # (N, T, V)
+    logits = model(tokens, attention=attention, trace=trace)  # (N, T, V)
     loss = F.cross_entropy(
         logits[:, :-1].reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1), ignore_index=0
     )
@@ -253,9 +261,16 @@ def train(
     config: TrainConfig = TrainConfig(),
     stop_after: int | None = None,
     corpus: Corpus | None = None,
+    attention: str | Attend = "model",
     **model_changes: Any,
 ) -> tuple[TinyTransformer, TrainingRun]:
     """Train the model ``name`` of `TRAINED` (its settings, then ``model_changes``).
+
+    ``attention`` computes every training step's attention: a name of
+    `attention_lib.model.tiny_model.ATTENTION` or a call ``(q, k, v, scale) ->
+    out`` with autograd, causal, as the model takes (notebook 07 trains with
+    the learner's FlashAttention); the checkpoints and the final held-out
+    evaluation use the model's own (`evaluate` takes ``attention`` too).
 
     ``stop_after`` ends the run after that many steps with the full run's
     schedule unchanged, so its first steps are those of the full run (the
@@ -296,7 +311,7 @@ def train(
             for group in optimiser.param_groups:
                 group["lr"] = config.learning_rate(step)
             batch = tokens[torch.multinomial(weights, config.batch, True, generator=gen)]
-            loss = _loss(model, batch)
+            loss = _loss(model, batch, attention)
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
             optimiser.step()

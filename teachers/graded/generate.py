@@ -22,6 +22,7 @@ Run in the teacher's environment (nbgrader, and the course with its solutions in
 from __future__ import annotations
 
 import argparse
+import ast
 import filecmp
 import os
 import re
@@ -86,9 +87,13 @@ ASSIGNMENTS = (
             "diagonal_mask": 1,
             "flash_forward": 2,
             "flash_backward": 3,
+            "FlashAttention": 2,
+            "row_softmax": 1,
+            "online_softmax": 1,
             "key_block": 2,
         },
-        "import math\n\nimport numpy as np\n\nfrom attention_lib import attention_weights\n"
+        "import math\n\nimport numpy as np\nimport torch\n\n"
+        "from attention_lib import attention_weights\n"
         "from attention_lib.lessons.exercises import skeleton_source\n"
         "from attention_lib.lessons.exercises.grading import check\n\n"
         "np.set_printoptions(precision=4, suppress=True)  # short rows when you print arrays",
@@ -155,6 +160,27 @@ def _answer(starter: str, name: str) -> str:
     return "\n".join([*head, "    ### BEGIN SOLUTION", *solution[1:], "    ### END SOLUTION"])
 
 
+def _class_answer(starter: str, name: str) -> str:
+    """A class's answer: the starter's ``class`` line and docstring, then the course's
+    solution with each method's body between nbgrader's markers (the release keeps every
+    decorator and ``def`` line, and a stub for each body)."""
+    lines = starter.split("\n\n\n")[0].splitlines()
+    head = [lines[0]] + [ln for ln in lines[1:2] if ln.strip().startswith('"""')]
+    code = (SOLUTIONS.get(name) or FLASH_SOLUTIONS[name]).code.rstrip()
+    solution = code.splitlines()
+    if solution[0] != lines[0]:
+        raise ValueError(f"{name}: the solution's class line {solution[0]!r} is not the starter's")
+    (cls,) = ast.parse(code).body
+    out = [*head]
+    for method in cls.body:
+        first = (method.decorator_list[0] if method.decorator_list else method).lineno
+        body = method.body[0].lineno
+        indent = " " * (method.body[0].col_offset)
+        out += ["", *solution[first - 1 : body - 1], f"{indent}### BEGIN SOLUTION"]
+        out += [*solution[body - 1 : method.end_lineno], f"{indent}### END SOLUTION"]
+    return "\n".join(out)
+
+
 def source_notebook(assignment: Assignment) -> nbformat.NotebookNode:
     """nbgrader's source notebook of ``assignment``, from the course notebook."""
     course = nbformat.read(NOTEBOOKS / assignment.course, as_version=4)
@@ -183,10 +209,11 @@ def source_notebook(assignment: Assignment) -> nbformat.NotebookNode:
             prose = _prose(text)
             if prose:
                 cells.append(_cell("markdown", prose, f"{name}_prose_{len(cells)}", locked=True))
-        elif text.startswith(f"def {name}("):
+        elif text.startswith((f"def {name}(", f"class {name}(")):
             points = assignment.points[name]
+            answer = _class_answer if text.startswith("class ") else _answer
             cells += [
-                _cell("code", _answer(text, name), name, solution=True),
+                _cell("code", answer(text, name), name, solution=True),
                 _cell("code", f'report = check("{name}", {name})', f"{name}_check", locked=True),
                 _cell(
                     "code",

@@ -40,6 +40,8 @@ from attention_lib.lessons.exercises.solutions import solution_function
 
 online_update = solution_function("online_update")  # what exercise 2's attempts build on
 SEED = 23
+#: the exercises run in Triton's interpreter (a child process each check, tested in tests/triton)
+TRITON = ("row_softmax", "online_softmax", "key_block")
 
 
 def _solution(name: str) -> Any:
@@ -441,7 +443,7 @@ def _everything() -> list[tuple[str, Any]]:
     import test_exercises as t02
     import test_flash_exercises as t07
 
-    numpy_exercises = [n for n in EXERCISES if n != "key_block"]
+    numpy_exercises = [n for n in EXERCISES if n not in TRITON]
     found = [(a.exercise, a.fn) for a in ATTEMPTS] + [(n, _solution(n)) for n in numpy_exercises]
     attention = [t02.right, t02.right_no_mask, t02.divide_by_d, t02.no_scale, t02.half_scale]
     attention += [t02.double_scale, t02.ignores_mask, t02.inverted_mask, t02.mask_to_zero]
@@ -462,6 +464,9 @@ def _everything() -> list[tuple[str, Any]]:
         ("flash_backward", lambda *a, knob=knob: t07.backward(*a, knob=knob))
         for knob, _ in t07.BACKWARD_MISTAKES
     ]
+    import test_flash_layer as layer
+
+    found += [("FlashAttention", cls) for _, _, cls in layer.LAYER_MISTAKES]
     return found
 
 
@@ -484,7 +489,7 @@ def test_the_gate_and_the_graded_edition_give_one_verdict(name, fn, capsys) -> N
 # -- the course's solutions, on any seed ------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", [n for n in EXERCISES if n != "key_block"])
+@pytest.mark.parametrize("name", [n for n in EXERCISES if n not in TRITON])
 def test_the_solutions_pass_on_any_seed(name: str) -> None:
     fn = _solution(name)
 
@@ -558,7 +563,9 @@ def test_a_function_that_misbehaves_gets_one_sentence(name, bad, capsys) -> None
     assert "\n" not in hint
 
 
-@pytest.mark.parametrize("name", [n for n in EXERCISES if n not in ("key_block", "under_divided")])
+@pytest.mark.parametrize(
+    "name", [n for n in EXERCISES if n not in (*TRITON, "under_divided", "FlashAttention")]
+)
 def test_a_function_that_never_returns_is_stopped(name, capsys) -> None:
     def forever(*args):
         while True:

@@ -206,3 +206,25 @@ def test_make_model_draws_the_report_beside_it(tmp_path):
     assert f"wrote {tmp_path / 'report.png'}" in done.stdout
     with Image.open(tmp_path / "report.png") as image:
         assert image.format == "PNG" and image.size == (576, 540)  # 8 x 7.5 in at 72 dpi
+
+
+@pytest.mark.slow
+def test_the_attention_hook_trains_with_another_call_and_leaves_the_default_as_it_was():
+    """``train(..., attention=)`` (notebook 07 trains with the learner's FlashAttention): the
+    model's own attention passed as a call trains bit for bit as the default does, and a call
+    passed is the one every training step uses."""
+    from attention_lib.model.tiny_model import model_attention
+
+    config = replace(TrainConfig(), steps=4, checkpoint_every=10**6, early_checkpoints=())
+    corpus = build_corpus()
+    _, default = train("sqrt_d16", config, corpus=corpus)
+    calls = []
+
+    def counted(q, k, v, scale):
+        calls.append(q.shape)
+        return model_attention(q, k, v, scale)
+
+    _, hooked = train("sqrt_d16", config, corpus=corpus, attention=counted)
+    assert hooked.losses == default.losses
+    assert len(calls) == config.steps * 2  # two layers, every step
+    assert hooked.final == default.final  # the held-out evaluation uses the model's own

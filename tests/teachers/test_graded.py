@@ -60,8 +60,13 @@ WRONG = {
     "diagonal_mask": ("cols <= rows", "cols < rows"),
     "flash_forward": ("out[r0:r1] = acc / total", "out[r0:r1] = acc"),
     "flash_backward": ("p * (dp - delta)", "p * dp"),
+    "FlashAttention": ("return dq, dk, dv, None", "return dq, dk, dv"),
+    "row_softmax": ('other=float("-inf")', "other=0.0"),
+    "online_softmax": ("total * tl.exp(m - m_new) +", "total +"),
     "key_block": ("keep = cols[None, :] < length_k", "keep = cols[None, :] >= 0"),
 }
+#: the exercises whose answer is Triton code, checked as text in a child process
+TRITON = ("row_softmax", "online_softmax", "key_block")
 
 
 def _mistake(report, text: str) -> str:
@@ -78,8 +83,10 @@ def _graded(name: str, fn) -> tuple:
 
 
 def _code_lines(name: str) -> list[str]:
-    """A solution's code lines past its def line (the starter's), stripped, none empty."""
-    return [ln.strip() for ln in ALL[name].code.splitlines()[1:] if ln.strip()]
+    """A solution's code lines past its def line (the starter's), stripped, none empty; a
+    class's decorators and def lines are the starter's too."""
+    lines = [ln.strip() for ln in ALL[name].code.splitlines()[1:] if ln.strip()]
+    return [ln for ln in lines if not ln.startswith(("@", "def "))]
 
 
 def _wrong(name: str) -> str:
@@ -90,9 +97,11 @@ def _wrong(name: str) -> str:
 
 def _function(name: str, code: str):
     """The function ``code`` defines, in a notebook-like namespace (Triton code: its text)."""
-    if name == "key_block":
+    if name in TRITON:
         return code
-    scope = {"np": np, "math": math, "softmax": softmax}
+    import torch
+
+    scope = {"np": np, "math": math, "softmax": softmax, "torch": torch}
     for before in BUILDS_ON.get(name, ()):
         scope[before] = solution_function(before)
     exec(compile(code, f"<{name}>", "exec"), scope)

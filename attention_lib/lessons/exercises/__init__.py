@@ -25,6 +25,10 @@ Notebook 07 (FlashAttention, built by hand):
                     keys), `check_key_stop` (the causal stop), `check_diagonal_mask`
     flash_forward   `check_flash_forward`: the tiled forward pass, with the log-sum-exp
     flash_backward  `check_flash_backward`: the backward pass from the log-sum-exp
+    flash_layer     `check_flash_layer`: exercises 2 and 3 wrapped in a torch.autograd.Function,
+                    gradcheck; flash_training trains the small model with it
+    softmax_kernels `check_row_softmax`, `check_online_softmax`: the Triton warm-up, whole
+                    kernels, in the interpreter (softmax_child runs them there)
     key_block       `check_key_block`: a Triton kernel's key loop, in the interpreter;
                     triton_runner, triton_child and triton_skeleton run it there
 
@@ -53,6 +57,7 @@ from .combined_mask import MaskCheck, check_combined_mask
 from .decode import DecodeCheck, check_decode_step
 from .flash_backward import FlashBackwardCheck, check_flash_backward
 from .flash_forward import FlashForwardCheck, check_flash_forward
+from .flash_layer import FlashLayerCheck, check_flash_layer
 from .flash_steps import (
     DiagonalMaskCheck,
     KeyLoopCheck,
@@ -66,6 +71,12 @@ from .multi_head import MultiHeadCheck, check_multi_head
 from .online_update import OnlineUpdateCheck, check_online_update
 from .registry import EXERCISES, Exercise
 from .scale_rule import ScaleRuleCheck, check_scale_rule
+from .softmax_kernels import (
+    OnlineSoftmaxCheck,
+    RowSoftmaxCheck,
+    check_online_softmax,
+    check_row_softmax,
+)
 from .solutions import FLASH_SOLUTIONS, SOLUTIONS, solution_function, solution_scope
 from .triton_runner import skeleton_source
 
@@ -81,12 +92,15 @@ __all__ = [
     "Exercise",
     "FlashBackwardCheck",
     "FlashForwardCheck",
+    "FlashLayerCheck",
     "KeyBlockCheck",
     "KeyLoopCheck",
     "KeyStopCheck",
     "MaskCheck",
     "MultiHeadCheck",
+    "OnlineSoftmaxCheck",
     "OnlineUpdateCheck",
+    "RowSoftmaxCheck",
     "ScaleRuleCheck",
     "Solution",
     "check_attention",
@@ -95,12 +109,15 @@ __all__ = [
     "check_diagonal_mask",
     "check_flash_backward",
     "check_flash_forward",
+    "check_flash_layer",
     "check_key_block",
     "check_key_blocks",
     "check_key_loop",
     "check_key_stop",
     "check_multi_head",
+    "check_online_softmax",
     "check_online_update",
+    "check_row_softmax",
     "check_scale_rule",
     "skeleton_source",
     "solution_function",

@@ -11,7 +11,9 @@ nothing a learner can import holds an answer; everything else works without it.
   numpy); exercise 2's steps ``key_loop`` (it calls ``online_update``),
   ``key_stop`` and ``diagonal_mask``, then ``flash_forward`` (numpy; it calls
   ``online_update``), ``flash_backward`` (exercise 3, numpy) and
-  ``key_block`` (exercise 4, the body of the Triton kernel's key loop,
+  ``FlashAttention`` (the layer: a torch.autograd.Function around flash_forward
+  and flash_backward), ``row_softmax`` and ``online_softmax`` (the Triton warm-up,
+  whole kernels) and ``key_block`` (the body of the Triton kernel's key loop,
   `attention_lib.lessons.exercises.triton_skeleton`; Triton code, run only by
   the interpreter in a child process).
 """
@@ -243,6 +245,56 @@ def key_block(q, k, v, m, total, acc, rows, cols, length_k, qk_scale, IS_CAUSAL)
     return m_new, total, acc
 """
 
+_FLASH_LAYER = """\
+class FlashAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, is_causal=False):
+        heads = [x.detach().reshape(-1, *x.shape[-2:]).double().numpy() for x in (q, k, v)]
+        runs = [flash_forward(a, b, c, 8, 8, is_causal) for a, b, c in zip(*heads)]  # per head
+        out = torch.from_numpy(np.stack([o for o, _ in runs]))  # (N, L, Ev), N = batch x heads
+        lse = torch.from_numpy(np.stack([s for _, s in runs]))  # (N, L): all backward needs
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.is_causal = is_causal
+        return out.reshape(*q.shape[:-1], v.shape[-1]).to(q.dtype)  # (..., L, Ev)
+
+    @staticmethod
+    def backward(ctx, d_out):
+        q, k, v, out, lse = ctx.saved_tensors
+        q_, k_, v_, d_ = [x.detach().reshape(-1, *x.shape[-2:]).double().numpy()
+                          for x in (q, k, v, d_out)]  # (N, L, E), (N, S, E), (N, S, Ev), (N, L, Ev)
+        grads = flash_backward(q_, k_, v_, out.numpy(), lse.numpy(), d_, ctx.is_causal)
+        dq, dk, dv = (torch.from_numpy(g).reshape(x.shape).to(x.dtype)
+                      for g, x in zip(grads, (q, k, v)))
+        return dq, dk, dv, None  # one per argument of forward: none for is_causal
+"""
+
+_ROW_SOFTMAX = """\
+def row_softmax(X, Y, length, stride, BLOCK):
+    row = tl.program_id(0)  # one program per row
+    cols = tl.arange(0, BLOCK)  # (BLOCK,), BLOCK >= length
+    inside = cols < length  # (BLOCK,): False past the row's end
+    x = tl.load(X + row * stride + cols, mask=inside, other=float("-inf"))  # (BLOCK,)
+    e = tl.exp(x - tl.max(x, 0))  # (BLOCK,): at most 1, and 0 past the end
+    tl.store(Y + row * stride + cols, e / tl.sum(e, 0), mask=inside)
+"""
+
+_ONLINE_SOFTMAX = """\
+def online_softmax(X, Y, length, stride, BLOCK):
+    row = tl.program_id(0)  # one program per row
+    m = tl.full((), float("-inf"), tl.float32)  # the largest score so far
+    total = tl.full((), 0.0, tl.float32)  # the sum of exp(x - m) so far
+    for c0 in range(0, length, BLOCK):  # first walk: m and total
+        cols = c0 + tl.arange(0, BLOCK)  # (BLOCK,)
+        x = tl.load(X + row * stride + cols, mask=cols < length, other=float("-inf"))
+        m_new = tl.maximum(m, tl.max(x, 0))
+        total = total * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), 0)  # re-measured
+        m = m_new  # the new maximum, for the next block
+    for c0 in range(0, length, BLOCK):  # second walk: the weights
+        cols = c0 + tl.arange(0, BLOCK)  # (BLOCK,)
+        x = tl.load(X + row * stride + cols, mask=cols < length, other=float("-inf"))
+        tl.store(Y + row * stride + cols, tl.exp(x - m) / total, mask=cols < length)
+"""
+
 FLASH_SOLUTIONS: dict[str, Solution] = {
     "online_update": Solution(
         "online_update",
@@ -348,6 +400,75 @@ FLASH_SOLUTIONS: dict[str, Solution] = {
             "gradients back.",
             "The line: ds = p * (dp - delta) with dp = d_out @ v.T; then dq = ds @ k * scale and "
             "dk = ds.T @ q * scale.",
+        ),
+    ),
+    "FlashAttention": Solution(
+        "FlashAttention",
+        _FLASH_LAYER,
+        "forward hands flash_forward one head at a time (it takes q (L, E)), after folding the "
+        "batch and head axes into one, N = B x H; it keeps q, k, v, the output and lse, "
+        "O(N L) numbers beside the inputs, and never the (L, S) weights. backward hands all "
+        "of it to flash_backward, which takes any number of heads at once (H = N here, one "
+        "key head per query head), and returns one gradient per argument of forward: dq, dk, "
+        "dv, and None for is_causal, which has none. The tensors cross into numpy with "
+        ".detach() (the inputs require gradients) and come back in q's dtype, float32 in the "
+        "model: the numpy functions compute in float64, which is why gradcheck, which "
+        "compares with finite differences, passes in float64. save_for_backward is for "
+        "tensors; is_causal, a bool, is an attribute of ctx.",
+        hints=(
+            "The idea: forward computes the output with your flash_forward and keeps what "
+            "backward needs, the output and lse; backward hands them, with d_out, to your "
+            "flash_backward. torch never sees the steps in between, so it needs both.",
+            "The shapes: q (..., L, E) with any leading axes; reshape(-1, L, E) gives (N, L, E) "
+            "heads. flash_forward takes one head, q[i] (L, E); flash_backward takes all N at "
+            "once; reshape the gradients back with .reshape(q.shape).",
+            "The line: ctx.save_for_backward(q, k, v, out, lse) in forward, and in backward "
+            "return dq, dk, dv, None, each torch.from_numpy(...).reshape(x.shape).to(x.dtype).",
+        ),
+    ),
+    "row_softmax": Solution(
+        "row_softmax",
+        _ROW_SOFTMAX,
+        "One program holds one whole row: BLOCK is the next power of two above the length, so "
+        "the columns past the end are loaded as -inf, take no part in the maximum and give "
+        "exp(-inf) = 0 to the sum. Subtracting the row's maximum changes nothing in exact "
+        "arithmetic (the factor e^-max cancels between the numerator and the sum) and keeps "
+        "every exponent at most 0, so that float32's exp, which overflows past 88.7, never "
+        "does, and the largest term is exactly 1, so that the sum never underflows to 0. The "
+        "store is masked too: the columns past the row's end belong to the caller.",
+        hints=(
+            "The idea: one program per row: load the row, subtract its maximum, exponentiate, "
+            "divide by the sum, store. The columns past the row's end must take no part.",
+            "The shapes: row = tl.program_id(0); cols = tl.arange(0, BLOCK) (BLOCK,), with "
+            "BLOCK >= length; the row starts at X + row * stride; tl.max(x, 0) and tl.sum(e, 0) "
+            "reduce (BLOCK,) to one number.",
+            "The line: x = tl.load(X + row * stride + cols, mask=cols < length, "
+            "other=float('-inf')), then e = tl.exp(x - tl.max(x, 0)) and store e / tl.sum(e, 0) "
+            "with the same mask.",
+        ),
+    ),
+    "online_softmax": Solution(
+        "online_softmax",
+        _ONLINE_SOFTMAX,
+        "The first walk keeps two numbers per row, the largest score so far m and total, the "
+        "sum of exp(x - m) over the columns seen. When a block raises the maximum to m_new, "
+        "what was summed was measured against the old m, and one factor exp(m - m_new) <= 1 "
+        "re-measures it; then the block's own terms are added. m starts at -inf, not 0: a row "
+        "whose scores all lie far below zero must be shifted by its own maximum (the first "
+        "block's exp(m - m_new) = exp(-inf) = 0 then multiplies a total of 0). The second walk "
+        "reads the row again and writes exp(x - m) / total. Two reads of the row instead of "
+        "three (maximum, sum, weights), and no block larger than BLOCK: the same update "
+        "FlashAttention carries along the keys, with the values' accumulator left out.",
+        hints=(
+            "The idea: walk the row one block at a time, carrying the running maximum m and "
+            "the running sum total of exp(x - m); when the maximum grows, re-measure total "
+            "against the new one. Then walk the row again to write the weights.",
+            "The shapes: m and total are single numbers (tl.full((), float('-inf'), "
+            "tl.float32) and tl.full((), 0.0, tl.float32)); each block is cols = c0 + "
+            "tl.arange(0, BLOCK) for c0 in range(0, length, BLOCK), the last one past the "
+            "row's end.",
+            "The line: m_new = tl.maximum(m, tl.max(x, 0)); total = total * tl.exp(m - m_new) "
+            "+ tl.sum(tl.exp(x - m_new), 0), with x loaded as -inf past the end.",
         ),
     ),
     "key_block": Solution(

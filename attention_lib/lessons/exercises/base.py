@@ -95,8 +95,26 @@ def attempt_seed(fn: Any) -> int:
     try:
         text = fn if isinstance(fn, str) else inspect.getsource(fn)
     except (OSError, TypeError):  # no source to read (built in a string, a C function)
-        return secrets.randbelow(SEEDS)
+        text = _methods_source(fn)  # a class defined in a notebook's cell: its methods'
+        if not text:
+            return secrets.randbelow(SEEDS)
     return zlib.crc32(text.encode()) % SEEDS
+
+
+def _methods_source(cls: Any) -> str:
+    """The source of the functions a class defines, one after the other ("" for anything else,
+    or where one has no source): a class's own source cannot be read back in a notebook."""
+    if not inspect.isclass(cls):
+        return ""
+    parts = []
+    for name, value in vars(cls).items():
+        inner = getattr(value, "__func__", value)  # a staticmethod's or classmethod's function
+        if inspect.isfunction(inner):
+            try:
+                parts.append(f"{cls.__name__}.{name}\n{inspect.getsource(inner)}")
+            except (OSError, TypeError):
+                return ""
+    return "\n".join(parts)
 
 
 def close(got: Any, want: Any) -> bool:

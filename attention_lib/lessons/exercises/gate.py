@@ -39,7 +39,7 @@ from ...normalisers import softmax
 from .base import Solution, attempt_seed
 from .feedback import checked
 from .registry import exercise
-from .solutions import FLASH_SOLUTIONS, SOLUTIONS, solution_scope
+from .solutions import FLASH_SOLUTIONS, SOLUTIONS, TRITON, solution_scope
 
 __all__ = [
     "ANSWER",
@@ -63,9 +63,9 @@ NOTE = "Hints and a solution open here once the notebook runs."
 
 
 def _solution_function(solution: Solution) -> Callable[..., Any] | None:
-    """The function the solution's code defines (None for the Triton body, run elsewhere)."""
+    """The function the solution's code defines (None for Triton code, run elsewhere)."""
     if solution.name in FLASH_SOLUTIONS:
-        if solution.name == "key_block":
+        if solution.name in TRITON:
             return None
         scope = solution_scope(solution.name)
     else:
@@ -123,6 +123,7 @@ class ExerciseGate:
         self.solution = found
         self.seconds = self.exercise.seconds if seconds is _OWN_LIMIT else seconds
         self.seed: int | None = None  # the last attempt's seed
+        self.report: Any = None  # the last attempt's report (None: none yet, or it could not run)
         self.opened = 0  # hints open so far
         self.revealed: str | None = None  # "passed" or "asked" once the solution shows
         waiting = self.WAITING if found.code else self.NOT_INSTALLED
@@ -185,6 +186,7 @@ class ExerciseGate:
             seed = attempt_seed(fn)
         self.seed = seed
         report, text = checked(lambda f: self.check(f, seed), fn, self.seconds)
+        self.report = report
         print(text)
         if getattr(report, "passed", False):
             self.reveal("passed")

@@ -16,8 +16,9 @@ one seed.
 Neither imports the solutions, so a graded class's release works where they
 are not installed. One exception, on the grader's side only: ``key_loop`` and
 ``flash_forward`` call the learner's ``online_update`` (exercise 1), and
-`grade` runs them with the course's own (`BUILDS_ON`), so that a wrong
-exercise 1 costs exercise 1's points and not theirs as well; that needs the
+``FlashAttention`` their ``flash_forward`` and ``flash_backward``, and `grade`
+runs them with the course's own (`BUILDS_ON`), so that a wrong earlier
+exercise costs that exercise's points and not theirs as well; that needs the
 solutions, which the teacher's environment has.
 
 Raises KeyError for a name that is not an exercise (`EXERCISES`).
@@ -29,6 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from .flash_layer import namespace_of
 from .registry import EXERCISES, run
 from .solutions import BUILDS_ON
 
@@ -49,7 +51,7 @@ def _with_course_functions(name: str, fn: Any) -> Iterator[None]:
     """``fn``'s module namespace holding the course's versions of the functions it builds on,
     for the length of the block (restored after, also on failure)."""
     before = BUILDS_ON.get(name, ())
-    space = getattr(fn, "__globals__", None)
+    space = namespace_of(fn)  # a function's globals, or a class's methods' (FlashAttention)
     if not before or not isinstance(space, dict):
         yield
         return

@@ -28,12 +28,14 @@ from .decode import check_decode_step
 from .feedback import checked
 from .flash_backward import check_flash_backward
 from .flash_forward import check_flash_forward
+from .flash_layer import FLASH_LAYER_SECONDS, check_flash_layer
 from .flash_steps import check_diagonal_mask, check_key_loop, check_key_stop
 from .guards import SECONDS
 from .key_block import check_key_block
 from .multi_head import check_multi_head
 from .online_update import check_online_update
 from .scale_rule import check_scale_rule, scale_rule_logits
+from .softmax_kernels import check_online_softmax, check_row_softmax
 
 __all__ = ["EXERCISES", "Exercise", "exercise", "run"]
 
@@ -90,6 +92,9 @@ EXERCISES: dict[str, Exercise] = {
         Exercise("diagonal_mask", "07", check_diagonal_mask),
         Exercise("flash_forward", "07", check_flash_forward),
         Exercise("flash_backward", "07", check_flash_backward),
+        Exercise("FlashAttention", "07", check_flash_layer, seconds=FLASH_LAYER_SECONDS),
+        Exercise("row_softmax", "07", check_row_softmax, seconds=None),
+        Exercise("online_softmax", "07", check_online_softmax, seconds=None),
         Exercise("key_block", "07", check_key_block, seconds=None),
     )
 }

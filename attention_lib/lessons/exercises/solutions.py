@@ -13,7 +13,7 @@ teachers/graded/README.md): then `SOLUTIONS` and `FLASH_SOLUTIONS` are empty,
 the gates offer feedback without hints or solutions.
 
 `solution_scope(name)` is the namespace one of notebook 07's solutions runs
-in: numpy, math, and the earlier solutions it builds on;
+in: numpy, math (torch for the layer), and the earlier solutions it builds on;
 `solution_function(name)` the function it defines.
 """
 
@@ -31,6 +31,8 @@ __all__ = [
     "FLASH_SOLUTIONS",
     "INSTALLED",
     "SOLUTIONS",
+    "TRITON",
+    "USES_TORCH",
     "solution_function",
     "solution_scope",
 ]
@@ -47,7 +49,15 @@ except ModuleNotFoundError as err:  # a graded class's install: no answers to im
 INSTALLED = bool(SOLUTIONS)
 
 #: notebook 07's exercises whose code calls an earlier exercise's function
-BUILDS_ON = {"flash_forward": ("online_update",), "key_loop": ("online_update",)}
+BUILDS_ON = {
+    "flash_forward": ("online_update",),
+    "key_loop": ("online_update",),
+    "FlashAttention": ("online_update", "flash_forward", "flash_backward"),
+}
+#: notebook 07's solutions that use torch (the layer): their scope imports it
+USES_TORCH = ("FlashAttention",)
+#: notebook 07's solutions in Triton: run only by the interpreter, in a child process
+TRITON = ("row_softmax", "online_softmax", "key_block")
 
 
 def solution_scope(name: str) -> dict[str, Any]:
@@ -60,13 +70,18 @@ def solution_scope(name: str) -> dict[str, Any]:
         where = "" if INSTALLED else " (this installation holds no solutions: a graded class)"
         raise KeyError(f"no solution {name!r}; there are {sorted(FLASH_SOLUTIONS)}{where}")
     scope: dict[str, Any] = {"np": np, "math": math}
+    if name in USES_TORCH:
+        import torch
+
+        scope["torch"] = torch
     for before in BUILDS_ON.get(name, ()):
         exec(compile(FLASH_SOLUTIONS[before].code, f"<solution {before}>", "exec"), scope)
     return scope
 
 
 def solution_function(name: str) -> Any:
-    """The function solution ``name`` defines (numpy solutions; ``key_block`` is Triton code)."""
+    """The function (or class) solution ``name`` defines (numpy and torch solutions; the Triton
+    ones, ``key_block``, ``row_softmax`` and ``online_softmax``, are Triton code)."""
     scope = solution_scope(name)
     exec(compile(FLASH_SOLUTIONS[name].code, f"<solution {name}>", "exec"), scope)
     return scope[name]

@@ -33,7 +33,7 @@ _HINTS = {
 }
 
 
-def _error_text(err: BaseException, path: Path) -> str:
+def _error_text(err: BaseException, path: Path, what: str = "key_block") -> str:
     """The exception in one line, with the line of the learner's source it came from.
 
     The interpreter wraps what the learner's code raised in an InterpreterError;
@@ -48,7 +48,7 @@ def _error_text(err: BaseException, path: Path) -> str:
         for f in traceback.extract_tb(e.__traceback__)
         if f.filename == str(path)
     ]
-    where = f" (line {lines[-1]} of your key_block)" if lines else ""
+    where = f" (line {lines[-1]} of your {what})" if lines else ""
     first = chain[-1]
     text = f"{type(first).__name__}: {first}"
     hint = next((h for key, h in _HINTS.items() if key in text), "")

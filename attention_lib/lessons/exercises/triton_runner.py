@@ -101,17 +101,21 @@ def _raises_not_written(node: ast.FunctionDef) -> bool:
     return False
 
 
-def read_body(attempt: Any) -> Body:
-    """The learner's function (or source text) as a `Body`."""
+def read_body(
+    attempt: Any, arguments: tuple[str, ...] = ARGUMENTS, what: str = "key_block"
+) -> Body:
+    """The learner's function (or source text) as a `Body`: one function of ``arguments``
+    (their names are the learner's own; only their number is checked), ``what`` naming it in
+    the messages."""
     if callable(attempt):
         try:
             text = inspect.getsource(attempt)
         except (OSError, TypeError):
-            return Body("", "", "its source cannot be read: define key_block with def in a cell")
+            return Body("", "", f"its source cannot be read: define {what} with def in a cell")
     elif isinstance(attempt, str):
         text = attempt
     else:
-        raise TypeError(f"check_key_block needs a function or its source, got {type(attempt)}")
+        raise TypeError(f"check_{what} needs a function or its source, got {type(attempt)}")
     text = textwrap.dedent(text)
     try:
         tree = ast.parse(text)
@@ -122,11 +126,11 @@ def read_body(attempt: Any) -> Body:
         return Body("", text, f"expected one function definition, found {len(defs)}")
     node = defs[0]
     names = [a.arg for a in node.args.posonlyargs + node.args.args]
-    if len(names) != len(ARGUMENTS) or node.args.vararg or node.args.kwonlyargs:
+    if len(names) != len(arguments) or node.args.vararg or node.args.kwonlyargs:
         return Body(
             node.name,
             text,
-            f"key_block takes {len(ARGUMENTS)} arguments ({', '.join(ARGUMENTS)}), "
+            f"{what} takes {len(arguments)} arguments ({', '.join(arguments)}), "
             f"yours takes {len(names)} ({', '.join(names)})",
         )
     lines = text.splitlines()
@@ -139,14 +143,18 @@ def read_body(attempt: Any) -> Body:
 # -- the child process ---------------------------------------------------------------------
 
 
-def run_bodies(bodies: list[Body], launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run_bodies(
+    bodies: list[Body], launches: list[dict[str, Any]], child: str = CHILD
+) -> list[dict[str, Any]]:
     """Every body on every launch, in one child process with TRITON_INTERPRET=1.
 
     A launch is {"name", "inputs": (q, k, v) float64 arrays (H, length, width) holding
     float16 values, "is_causal", "block_m", "block_n"}. Returns per body either
     {"error": text} (it did not compile) or {"runs": {launch name: (out, lse) float64
     arrays, or the error text}}. Raises RuntimeError if the child itself fails, and
-    subprocess.TimeoutExpired after `CHILD_TIMEOUT_S`.
+    subprocess.TimeoutExpired after `CHILD_TIMEOUT_S`. ``child``: the module run as the child
+    (`CHILD`, or `attention_lib.lessons.exercises.softmax_child` for the softmax kernels, whose
+    launches and results are its own).
     """
     import torch
 
@@ -157,7 +165,7 @@ def run_bodies(bodies: list[Body], launches: list[dict[str, Any]]) -> list[dict[
         torch.save(job, folder / "job.pt")
         env = {**os.environ, "TRITON_INTERPRET": "1"}
         done = subprocess.run(
-            [sys.executable, "-m", CHILD, str(folder)],
+            [sys.executable, "-m", child, str(folder)],
             env=env,
             capture_output=True,
             text=True,
