@@ -115,7 +115,7 @@ def reference_dtype(xp: ModuleType, dtype: Any, like: Any) -> Any:
     the weights inherit it as a relative error: at a scale of 50 one order of summation
     can be thirteen times as far from the exact output as another (PyTorch's, whose
     errors sometimes cancel by chance), past FlashAttention's 2x rule in about one
-    random case in twelve (issue 40). Computed in float64 and rounded once, the output
+    random case in twelve. Computed in float64 and rounded once, the output
     is within a fraction of an ulp whatever the order. The reference path is the
     course's oracle, not its fast path, so it pays the wider arithmetic; 16-bit inputs
     keep float32, as PyTorch's kernels do.
@@ -229,11 +229,9 @@ def subnormals_flushed() -> Iterator[None]:
 
     A saturated softmax's weights and gradients fall below float32's
     smallest normal number (1.2e-38), and the CPU takes each such operand in
-    microcode, far slower than a normal one: an unscaled retrieval head
-    (`attention_lib.lessons.saturation.train_retrieval_head`, 150 steps)
-    trained in 0.73 s with them and 0.46 s without (medians over seeds 0-4
-    on the 2-core course machine), with the same losses bit for bit: terms
-    that small vanish beside the others in every sum. torch sets the flag
+    microcode, far slower than a normal one (an unscaled retrieval head, which
+    makes many, trains markedly faster without them), with the same losses bit
+    for bit: terms that small vanish beside the others in every sum. torch sets the flag
     for the calling thread only and cannot read it back, so it is turned
     off after the block (its default). Imports torch.
     """

@@ -461,7 +461,7 @@ def wide_scores(spec: AttentionSpec) -> bool:
     A score's rounding error is about eps * |score|, and the weights inherit it:
     at a scale of 50 the float32 tiled path was 9% of random cases past
     FlashAttention's 2x rule, up to 23x PyTorch's error, where PyTorch's own
-    rounding happened to cancel (issue 40). The bound is Cauchy-Schwarz's
+    rounding happened to cancel. The bound is Cauchy-Schwarz's
     (`scores_past_bound`, one pass over the inputs); above
     `FLOAT32_SCORE_BOUND` (a default scale on unit-variance inputs stays
     near 15 at E = 64 and 128) the tiled paths compute in float64, as the
@@ -476,8 +476,8 @@ def wide_scores(spec: AttentionSpec) -> bool:
     if not may_widen(spec):
         return False
     # On one thread: torch's CPU threads spin for milliseconds after a parallel operation,
-    # on the cores the tiled path's workers take next (issue 40: its forward pass was
-    # 8-15% slower for it on 2 cores; the pass itself is under 1% of the forward).
+    # on the cores the tiled path's workers take next; the pass itself is a small part of
+    # the forward.
     with torch_threads(1) if is_torch_array(spec.query) else contextlib.nullcontext():
         return scores_past_bound(spec.xp, spec.scale, spec.query, spec.key)
 

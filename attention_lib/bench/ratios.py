@@ -171,9 +171,8 @@ def tiles_of(case: RatioCase) -> dict[str, Any]:
 
 #: seconds of rest before each timed call. After a parallel region torch's OpenMP threads
 #: (and numpy's BLAS threads) spin for a while before they sleep: libgomp's default
-#: GOMP_SPINCOUNT, 300 000 pauses, measured 7-8 ms on a 2-core AMD EPYC. A call timed while
-#: they spin shares the cores with them; at L = 2048 that charged 8 ms of SDPA's spin to the
-#: forward pass timed after it (a tenth of it). Resting first, every call starts as a
+#: GOMP_SPINCOUNT, 300 000 pauses, some milliseconds. A call timed while they spin shares the
+#: cores with them, and is charged the previous call's spin. Resting first, every call starts as a
 #: learner's single call would, on a quiet machine.
 QUIET_S = 0.05
 
@@ -186,10 +185,10 @@ def balanced_orders(names: Sequence[str]) -> list[tuple[str, ...]]:
     A call is timed after a rest, but not from a blank state: the call before it leaves its
     own memory in the caches and the allocator. Flipped every round, two functions each
     follow both equally; three do not: the middle one never follows itself, the outer two
-    do half the time. Timed that way (`benchmarks/compare_commits.py`), the same forward
-    pass (L = 2048, E = 128, causal) measured 6-17% slower in the middle than at an end;
-    in these orders the two measured within 1-2% (issue 40). Two names give the flip; three
-    the six orders chained end to start. More than three are refused (none is timed so).
+    do half the time, and what ran just before a call changes its time by several percent.
+    In these orders (`benchmarks/compare_commits.py` times so) each follows each equally
+    often. Two names give the flip; three the six orders chained end to start. More than
+    three are refused (none is timed so).
     """
     names = tuple(names)
     if len(names) <= 2:

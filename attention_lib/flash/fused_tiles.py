@@ -36,11 +36,10 @@ everything between the tiles:
 - **the threads**: on a large problem the calls run on
   `attention_lib.flash.workers`' threads, as many as torch has, each call
   single-threaded, work items (one head, one row block) handed to
-  whichever thread is free. On the kernel's own threads every call ends
-  waiting for the slowest: with one other busy process on a 2-core
-  machine our path kept 0.63-0.92 of its idle ratio to SDPA that way
-  (several calls per pass, against SDPA's one), and 0.90-1.28 on the
-  workers, at 0.89-1.07 of SDPA idle (`python -m attention_lib.bench`).
+  whichever thread is free. On the kernel's own threads every call would
+  end waiting for the slowest, so one other busy process would slow every
+  call; on the workers it slows only its own items (`python -m
+  attention_lib.bench` measures both, idle and loaded).
 
 It takes what the kernel takes and our rules agree with: CPU tensors,
 float32 or float64, E = Ev, no mask, batch dimensions that merge into one
@@ -84,15 +83,11 @@ __all__ = [
     "merge",
 ]
 
-# Tile sizes measured on a 2-core x86-64 CPU (AMD EPYC) against SDPA in the same run, the
-# calls single-threaded on the workers' two threads (L = 2048 and 4096, E = 64 and 128,
-# forward and forward + backward, float32, timed alternately, medians of 9): every tile
-# after a row block's first costs one merge, a pass over its rows' output, and the kernel
-# inside a tile already works in blocks of a few hundred keys that stay in cache, so wide
-# tiles save the merges: 2048 x 2048 gave 0.96-1.06 of SDPA, 2048 x 1024 0.90-1.07.
-# Causal, the kernel skips its own blocks above the diagonal inside the one masked tile of
-# a row block, so wider causal tiles skip as much: 2048 x 2048 gave 0.92-1.06, 1024 x 1024
-# 0.86-1.02 (one more merge per row block).
+# Wide tiles: every tile after a row block's first costs one merge (a pass over its rows'
+# output), and the kernel inside a tile already works in cache-sized blocks of keys, so
+# fewer, wider tiles are faster; causal, the kernel skips its own blocks above the diagonal
+# inside the one masked tile of a row block, so a wide causal tile skips as much. The sizes
+# were chosen by `python -m attention_lib.bench` against SDPA (benchmarks/results/).
 FUSED_BLOCK_Q = 2048
 FUSED_BLOCK_K = 2048
 FUSED_CAUSAL_BLOCK = 2048
@@ -220,7 +215,7 @@ def _one_key_rows(rows: tuple[int, int], cols: tuple[int, int], causal: bool, le
     that key's value), so its dQ and its share of dK are 0 and its share of
     dV is dO. The kernel computes dP as a product and D as a row sum, which
     round differently and leave about 1e-7 where PyTorch's math backend and
-    our torch operations give 0 (issue 40). Such rows: every row when there
+    our torch operations give 0. Such rows: every row when there
     is one key, and row 0 of a causal call, which sees key 0 alone.
     """
     if length_k == 1:
@@ -274,13 +269,12 @@ def _forward(
     Work items are (heads, row block), the longest row blocks first, on
     `workers`' threads (each item's calls single-threaded): a thread that
     another process slows delays only its own items, where the kernel's own
-    threads would all wait for it at the end of every call (issue 22).
+    threads would all wait for it at the end of every call.
     Raises `NotFinite` when an input or the output is not finite. The
     checks run in the items, not on torch's threads before and after them:
     after a parallel operation torch's OpenMP threads spin for several
-    milliseconds (libgomp's ``GOMP_SPINCOUNT``), and on a 2-core machine a
-    spinning thread takes a core from the workers (at L = 2048 the checks
-    on the caller's threads cost about a tenth of the forward pass).
+    milliseconds (libgomp's ``GOMP_SPINCOUNT``), and a spinning thread takes
+    a core from the workers.
     ``bounded``: each item also checks that its scores stay within float32's
     bound (`attention_lib.inputs.scores_past_bound`, each head's rows against
     its keys, in the pass the finite check makes over them), and raises

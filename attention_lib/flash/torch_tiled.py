@@ -9,8 +9,8 @@ torch path computes each tile with PyTorch's fused CPU kernel instead
 (`attention_lib.flash.fused_tiles`): a path built of separate operations can
 at best draw level with that kernel (`attention_lib.bench.floor`). This one
 runs every other call: masks, non-finite inputs, broadcast batches, E != Ev,
-other devices. What it does differently from the loop, each measured on a
-2-core AVX-512 machine:
+other devices. What it does differently from the loop, each for speed
+(`python -m attention_lib.bench` measures it against SDPA):
 
 - **Work items on threads of their own.** The batch (every batch and head
   entry, N of them) is cut into groups of entries, views of the inputs (no
@@ -20,8 +20,8 @@ other devices. What it does differently from the loop, each measured on a
   each item's operations single-threaded, in place on one reused tile of
   scores per thread. One slow thread delays only its own item: many small
   operations each split over all threads wait for the slowest at every
-  step (issue 22: a sixth of the speed with one other busy process on a
-  2-core machine). A small problem runs in the calling thread instead, all
+  step, so one other busy process would slow all of them. A small problem
+  runs in the calling thread instead, all
   entries in one batched product per tile.
 - **Padded copies.** Each thread copies a group's keys and values, and
   each item its query block, into rows 64 bytes longer than E: rows of
@@ -111,18 +111,15 @@ __all__ = [
     "torch_tiled_attention",
 ]
 
-# Tile sizes measured fastest on a 2-core AVX-512 CPU with the path's two worker threads
-# (L = 2048 and 4096, E = 64 and 128, forward and forward + backward, against SDPA in the
-# same run): 2048 x 512 ran 10-30% faster than 1024 x 256, and causal 2048 x 256 15-30%
-# faster than 1024 x 128; with one thread both were as fast or faster. Larger tiles mean
+# Tile sizes chosen by timing against SDPA (`python -m attention_lib.bench`). Larger tiles mean
 # fewer torch operations per score, and each operation's end is a moment where a worker
 # may wait for Python's lock (`attention_lib.bench.floor`); tall query blocks also reuse
 # each block of keys and values for many rows. Causal key blocks are narrower, so the
 # tiles crossing the diagonal compute few masked scores: 256 keys wide they compute 9/16
 # of the scores at L = S = 2048 (`score_fraction`; the visible half is 1/2 + 1/(2L)).
 # Their scratch (per worker: the padded keys and values, one or two tiles) stays inside the
-# memory bound: at L = 16384, E = 128, forward + backward, 61.0 MiB beyond inputs and
-# outputs against 64 (`attention_lib.bench.ratios`); wider tiles would pass it.
+# memory bound the benchmark checks at L = 16384 (`attention_lib.bench.ratios`); wider
+# tiles would pass it.
 TORCH_BLOCK_Q = 2048
 TORCH_BLOCK_K = 512
 TORCH_CAUSAL_BLOCK_Q = 2048
@@ -150,9 +147,9 @@ LAZY_LIMIT = 2.0**40
 _LOG2E = math.log2(math.e)
 
 # Rows of E floats whose length is a multiple of 64 bytes (E = 64, 128) put the rows of a
-# (S, E) key or value in the same few cache sets, and the matrix products read them 20-30%
-# slower (measured on a 2-core AVX-512 CPU, 256 x 512 x 64 tiles); copies of the query
-# block, keys and values with their rows padded by 64 bytes run at full speed.
+# (S, E) key or value in the same few cache sets, and the matrix products read them slower;
+# copies of the query block, keys and values with their rows padded by 64 bytes run at full
+# speed.
 _PAD_BYTES = 64
 
 _XP = namespace(torch.empty(0))

@@ -4,8 +4,7 @@ Why not torch's own threads: the tiled path is many small operations per tile
 (a matrix product, a row maximum, an exponential, ...). Run one after another
 with torch's intra-op threads, each operation splits its tile across the
 threads and waits for all of them at its end, so one thread descheduled by
-another busy process stalls every operation: on a 2-core machine with one
-other busy process, throughput fell to a sixth (issue 22). Here each thread
+another busy process stalls every operation. Here each thread
 takes a whole work item instead (one head's block of query rows, say) and
 runs its operations single-threaded; torch releases the GIL inside each
 operation, so the threads compute at once, and they take the next item when

@@ -5,7 +5,7 @@ interpreter: the child prints the versions in use and the device torch found, ru
 tiny attention step in numpy and in torch on that device, and checks that both give the
 same shares. torch is imported there, not in the learner's kernel, which then stays
 about 150 MiB smaller for the rest of the session: on a class's server that is half of
-what one learner may hold (issue 38; ``benchmarks/learner_memory.py`` measures it).
+what one learner may hold (``benchmarks/learner_memory.py`` measures it).
 
 Importing this module imports neither numpy nor torch.
 """

@@ -96,7 +96,7 @@ class Tile:
 
 
 #: chosen at compile time, not timed: the fewest register spills of the candidates
-_FEWER_SPILLS = "unmeasured: fewest ptxas register spills for sm_80 and sm_90 (issue 21)"
+_FEWER_SPILLS = "unmeasured: fewest ptxas register spills for sm_80 and sm_90"
 
 
 def _h200(tflops: int, width: int) -> str:
