@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab reset test test-accuracy-settings test-soak test-graded test-install test-hub hub test-runtime-only test-compile lint format notebooks bench clean bench-latency bench-memory bench-hub gpu-check gpu-wheels model
+.PHONY: lab reset test axe labextension test-accuracy-settings test-soak test-graded test-install test-hub hub test-runtime-only test-compile lint format notebooks bench clean bench-latency bench-memory bench-hub gpu-check gpu-wheels model
 
 # The environment, made and kept up to date by the course's own Python code (course/), the
 # same code as the make-free commands (python -m course lab, test: see the README).
@@ -59,6 +59,15 @@ lint: $(STAMP)
 export PYTEST_ARGS
 test:
 	$(PYTHON) -m course test
+
+# axe-core for tests/browser/test_accessibility.py, at its pin (.ci/run does the same)
+axe:
+	npm ci --prefix labdriver/axe --no-audit --no-fund
+
+# The course's JupyterLab extension rebuilt from jupyter/a11y-extension (then commit
+# jupyter/labextensions); needs node. Learners need none: the build is committed.
+labextension: $(STAMP)
+	cd jupyter/a11y-extension && npm ci --no-audit --no-fund && PATH="$(CURDIR)/$(BIN):$$PATH" npm run build
 
 # The library's float32 accuracy tests (FlashAttention's 2x rule, the fused tiles' merge) under
 # other numerical settings, as tests/notebooks/test_portable_outputs.py does for the notebooks:

@@ -4,6 +4,7 @@ python -m course lab [ARGS]     # make lab: .venv if missing, then JupyterLab on
 python -m course test [ARGS]    # make test: ruff, then the whole test suite
 python -m course reset NB       # make reset NB=01: the course's version of one notebook again
 python -m course install        # only make or update .venv
+python -m course labextension [--prefix DIR]  # the course's lab extension into an environment
 python -m course serve [ARGS]   # JupyterLab alone, in the running environment
 python -m course colab [--check]   # the notebooks' Colab set-up cells and the README's links
 python -m course site [--out DIR]  # the static site of the executed course
@@ -54,6 +55,19 @@ def _test(args: list[str]) -> int:
     return subprocess.call([sys.executable, "-m", "pytest", *pytest_arguments(), *args], cwd=REPO)
 
 
+def _labextension(args: list[str]) -> int:
+    """The course's built lab extension into an environment (this Python's unless told):
+    what an editable install of the course leaves out (Binder's postBuild runs it)."""
+    import argparse
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(prog="python -m course labextension")
+    parser.add_argument("--prefix", default=sys.prefix, help="the environment (%(default)s)")
+    options = parser.parse_args(args)
+    print(environment.install_labextension(Path(options.prefix)))
+    return 0
+
+
 def pytest_arguments() -> list[str]:
     """``PYTEST_ARGS`` from the environment, split, or `PYTEST_ARGS` where it is unset or
     empty (make exports it empty when unset)."""
@@ -68,6 +82,8 @@ def main(argv: list[str]) -> int:
     if command == "install":
         environment.ensure()
         return 0
+    if command == "labextension":
+        return _labextension(args)
     # in the course's environment, made if missing (graded strip: any Python, standard library)
     if command in ("lab", "test", "reset", "site", "graded") and args[:1] != ["strip"]:
         python = environment.ensure()

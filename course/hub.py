@@ -90,11 +90,12 @@ def _pins() -> str:
 
 def stamp_key() -> str:
     """A hash of everything the installed environment is made from: the pins, the course's
-    importable sources (installed as a copy, not editable) and its lab settings."""
+    importable sources (installed as a copy, not editable), its lab settings and its built
+    lab extension (a wheel's data files), not the extension's build tools (node_modules)."""
     digest = hashlib.sha256(_pins().encode())
     for top in ("attention_lib", "course", "jupyter"):
         for path in sorted((REPO / top).rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
+            if path.is_file() and not {"__pycache__", "node_modules"} & set(path.parts):
                 digest.update(str(path.relative_to(REPO)).encode())
                 digest.update(path.read_bytes())
     return digest.hexdigest()

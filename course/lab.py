@@ -16,7 +16,9 @@ screenshots and the latency benchmark. Serving:
   otherwise demands, said aloud: the server is no more exposed than for any
   other user (localhost only, token required), and the learner already is root;
 - with the course's JupyterLab defaults (``jupyter/labconfig``) layered over the
-  environment's through ``JUPYTER_CONFIG_PATH``, for this process only.
+  environment's through ``JUPYTER_CONFIG_PATH``, and the course's lab extension as built
+  in the repository (``jupyter/labextensions``) first on ``JUPYTER_PATH``, for this
+  process only.
 
 Extra arguments go to ``jupyter lab`` (a port, ``--no-browser``...); one that
 sets the address again is an error ("only accepts one value"), so none can
@@ -65,10 +67,9 @@ def lab_command(args: list[str]) -> tuple[list[str], dict[str, str]]:
             file=sys.stderr,
         )
         as_root = ["--ServerApp.allow_root=True"]
-    config = str(REPO / "jupyter")
-    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
-        filter(None, [config, env.get("JUPYTER_CONFIG_PATH")])
-    )
+    course = str(REPO / "jupyter")  # its labconfig/ and labextensions/
+    for variable in ("JUPYTER_CONFIG_PATH", "JUPYTER_PATH"):
+        env[variable] = os.pathsep.join(filter(None, [course, env.get(variable)]))
     command = [
         sys.executable,
         "-m",

@@ -71,6 +71,21 @@ nav.course-nav { margin: 0 0 1em; padding: 0.5em 0; border-bottom: 1px solid #dd
 nav.course-nav a { margin-right: 1em; }
 math { font-size: 1.1em; }
 math[display="block"] { margin: 0.6em 0; }
+/* WCAG 2.1 AA: text at 4.5:1 against its background (prompts, code, error output), and links
+   told from the text around them without colour (tests/browser/test_accessibility.py). This
+   block comes before the template's own style, hence the body prefixes. */
+body {
+  --jp-cell-prompt-not-active-opacity: 1;
+  --jp-cell-prompt-not-active-font-color: #616161;
+  --jp-mirror-editor-number-color: #006f00;
+  --jp-mirror-editor-comment-color: #326a6a;
+  --jp-mirror-editor-operator-color: #7d1dc4;
+  --jp-mirror-editor-meta-color: #7d1dc4;
+}
+body .jp-RenderedHTMLCommon a:link, body .jp-RenderedHTMLCommon a:visited {
+  text-decoration: underline; }
+.jp-RenderedText[data-mime-type="application/vnd.jupyter.stderr"] pre span {
+  color: inherit !important; }
 </style>
 {%- endblock extra_css -%}
 {%- block body_header -%}

@@ -26,6 +26,10 @@ By job:
   system learners, each logged in through the hub in a browser context of their own
   (`hub.running_hub`, `hub.log_in`, `hub.course_remote`), for the hub tests, the
   class-load benchmark and the fault tests.
+- `a11y` (imported as ``labdriver.a11y``): axe-core's audit of a page (pinned in
+  ``axe/package.json``, installed with npm), JupyterLab's light and dark themes, and what a
+  screen reader is given for the course's pictures and sliders; `alternatives`: each
+  explorer's text alternative checked against its figure (the unit and browser tests').
 - `wire` (imported as ``labdriver.wire``: `WireLearner`): a learner with no browser, on
   Jupyter's own protocol (the hub's login form, nbgitpuller's pull, a session, the
   kernel's websocket, Run All, a slider's widget message and the frame that answers it),

@@ -5,9 +5,11 @@ notebook's own kernel once (where it runs as ``__main__``, so the last lines
 install the capture), then calls ``_browser_test_probe`` there. It defines the
 capture of logged errors and warnings (a slider callback that raises is only
 logged by the kernel's comm manager), and a probe that prints, as one JSON
-line, every Explorer's controls, what its figure shows, and the inputs a test
-needs to recompute the figure with the library. Its names start with
-``_browser_test_`` to keep out of the way of the notebook's own.
+line, every Explorer's controls, what its figure shows (`_browser_test_figure`,
+which the unit tests of the text alternatives call in-process too), its text
+alternative, and the inputs a test needs to recompute the figure with the
+library. Its names start with ``_browser_test_`` to keep out of the way of the
+notebook's own.
 """
 
 
@@ -37,16 +39,48 @@ def _browser_test_setup():
     return capture
 
 
+def _browser_test_figure(fig):
+    """What a figure shows, for the checks: per axes its title, texts, legend texts,
+    rectangle heights and widths (in drawing order), line y-data and colour-mapped grids
+    (images, and meshes: 06's panels); the suptitle and the figure's own texts."""
+    import numpy as np
+    from matplotlib.collections import QuadMesh
+    from matplotlib.patches import Rectangle
+
+    def grids(ax):
+        return [*ax.images, *(c for c in ax.collections if isinstance(c, QuadMesh))]
+
+    def legend(ax):
+        found = ax.get_legend()
+        return [t.get_text() for t in found.get_texts()] if found is not None else []
+
+    sup = fig._suptitle.get_text() if fig._suptitle is not None else ""
+    return {
+        "suptitle": sup,
+        "texts": [t.get_text() for t in fig.texts],
+        "axes": [
+            {
+                "title": ax.get_title(),
+                "texts": [t.get_text() for t in ax.texts],
+                "legend": legend(ax),
+                "heights": [p.get_height() for p in ax.patches if isinstance(p, Rectangle)],
+                "widths": [p.get_width() for p in ax.patches if isinstance(p, Rectangle)],
+                "lines": [np.asarray(line.get_ydata(), dtype=float) for line in ax.lines],
+                "images": [np.asarray(im.get_array(), dtype=float) for im in grids(ax)],
+            }
+            for ax in fig.axes
+        ],
+    }
+
+
 def _browser_test_probe(inputs_by_class, full=True):
     import gc
     import json
     import math
 
     import numpy as np
-    from matplotlib.collections import QuadMesh
-    from matplotlib.patches import Rectangle
 
-    from attention_lib.explorers.base import live_explorers
+    from attention_lib.explorers.base import live_explorers, one_line
 
     def plain(x):
         if isinstance(x, dict):
@@ -60,27 +94,6 @@ def _browser_test_probe(inputs_by_class, full=True):
         if isinstance(x, float) and not math.isfinite(x):
             return repr(x)
         return x
-
-    def grids(ax):  # colour-mapped grids of cells: images, and meshes (06's panels)
-        return [*ax.images, *(c for c in ax.collections if isinstance(c, QuadMesh))]
-
-    def figure(fig):
-        sup = fig._suptitle.get_text() if fig._suptitle is not None else ""
-        return {
-            "suptitle": sup,
-            "texts": [t.get_text() for t in fig.texts],
-            "axes": [
-                {
-                    "title": ax.get_title(),
-                    "texts": [t.get_text() for t in ax.texts],
-                    "heights": [p.get_height() for p in ax.patches if isinstance(p, Rectangle)],
-                    "widths": [p.get_width() for p in ax.patches if isinstance(p, Rectangle)],
-                    "lines": [np.asarray(line.get_ydata(), dtype=float) for line in ax.lines],
-                    "images": [np.asarray(im.get_array(), dtype=float) for im in grids(ax)],
-                }
-                for ax in fig.axes
-            ],
-        }
 
     gc.collect()  # an explorer of a cell run again, if nothing holds it any more
     explorers = live_explorers()  # frozen ones included, which gc.get_objects() leaves out
@@ -100,7 +113,8 @@ def _browser_test_probe(inputs_by_class, full=True):
         ]
         entry = {"key": id(e), "cls": type(e).__name__, "controls": controls}
         if full:
-            entry["figure"] = figure(e.fig)
+            entry["figure"] = _browser_test_figure(e.fig)
+            entry["alt"] = one_line(e.describe())  # the text alternative, as the page gets it
             expr = inputs_by_class.get(type(e).__name__)
             entry["inputs"] = eval(expr, {"e": e, "np": np}) if expr else {}
         result.append(entry)

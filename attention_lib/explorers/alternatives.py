@@ -228,6 +228,14 @@ class AlternativesExplorer(Explorer):
         """The headline at the current controls, counted from the weights drawn."""
         return headline(self.width.value, self.multiplier.value, self.weights())
 
+    def describe(self) -> str:
+        """The eight panels' size, the headline's counts, and cosine attention's τ."""
+        q, k = self.inputs()
+        return (
+            f"Eight heatmaps of the weights of {len(q)} queries over {len(k)} keys. "
+            f"{self.suptitle.get_text()}; cosine with τ = {self.tau.value:.2g}"
+        )
+
     def update(self) -> None:
         weights = self.weights()
         for name, w in weights.items():

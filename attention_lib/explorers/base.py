@@ -19,6 +19,15 @@ Displayed, an explorer's box (`ExplorerBox`) fits the cell's width and leaves a
 still picture of its figure for pages that cannot run widgets: an untrusted
 first open, nbconvert's HTML, a terminal. A notebook reopened after a save
 shows the Image's saved picture with a one-line note.
+
+Every picture has a text alternative: `Explorer.describe`, what the figure
+shows now with its numbers. Each frame sends it too, into an HTML widget under
+the picture (`Explorer.alt`, class `ALT`), so it is visible text in any front
+end; the course's JupyterLab extension (``jupyter/a11y-extension``) makes that
+element a polite live region and copies it into the picture's ``alt``, and the
+still picture carries it as its ``alt`` (`still_html`). A box of class
+`DESCRIBED` holds a picture and its alternative side by side, the convention
+the extension reads (`text_alternative`).
 """
 
 from __future__ import annotations
@@ -38,20 +47,47 @@ from matplotlib.figure import Figure
 from .canvas import STILL_NOTE, ExplorerCanvas, data_url, frame_png, png_bytes, still_css
 
 __all__ = [
+    "ALT",
+    "DESCRIBED",
     "DRAWING",
     "Explorer",
     "ExplorerBox",
     "StillBox",
     "key_weight_bars",
     "live_explorers",
+    "one_line",
     "settle_long_lived",
     "still_html",
+    "text_alternative",
 ]
 
 #: Held while an explorer draws. A front end may send widget messages to a kernel subshell
 #: (JupyterLab 4.6's default, "commsOverSubshells"), which ipykernel 7 runs on a thread of
 #: its own beside the cells and the event loop's timers; matplotlib assumes one thread.
 DRAWING = threading.RLock()
+
+#: The class of a picture's text alternative (an HTML widget), and of a box that holds a
+#: picture (``img.widget-image``) and its alternative as children: what the course's lab
+#: extension reads to set the picture's ``alt`` and announce the alternative.
+ALT = "al-alt"
+DESCRIBED = "al-described"
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line (lines joined by "; "): an ``alt`` and a live region read as one."""
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def text_alternative(text: str = "") -> widgets.HTML:
+    """An HTML widget of class `ALT` showing ``text`` (escaped, on one line) as small print:
+    a picture's text alternative, visible next to it in any front end."""
+    alt = widgets.HTML(_alt_html(text))
+    alt.add_class(ALT)
+    return alt
+
+
+def _alt_html(text: str) -> str:
+    return html.escape(one_line(text))
 
 
 # Every explorer made in this process and still alive, by the order they were made. The
@@ -92,6 +128,7 @@ class Explorer:
         self.fig = Figure(**kwargs)
         ExplorerCanvas(self.fig)
         self.picture = widgets.Image(format="png")
+        self.alt = text_alternative()  # `describe`, sent with each frame
         self._box: ExplorerBox | None = None
         self.above: list[widgets.Widget] = []  # shown between the controls and the figure
         self.controls = []
@@ -203,6 +240,7 @@ class Explorer:
             return
         self.fig.stale = False  # the canvas shows the current state
         if self.displayed:
+            self.alt.value = _alt_html(self.describe())  # ahead of its picture, never stale
             self.picture.value = frame_png(canvas)  # the move's one encode
 
     def drawing_order(self) -> list[Artist]:
@@ -240,13 +278,19 @@ class Explorer:
         """Update the drawn artists to the controls' current values."""
         raise NotImplementedError
 
+    def describe(self) -> str:
+        """What the picture shows now, with its numbers: its text alternative, read in place
+        of the picture (and announced after each move) by a screen reader."""
+        raise NotImplementedError
+
     @property
     def widget(self) -> ExplorerBox:
         """Controls above the picture, for ``display`` in a notebook (one box per explorer).
 
-        Made on first use, with the figure's first frame in the picture.
-        Displayed, the box also carries a still picture of the figure for a
-        page that cannot show widgets (see `ExplorerBox`).
+        Made on first use, with the figure's first frame in the picture and
+        its text alternative under it. Displayed, the box also carries a still
+        picture of the figure for a page that cannot show widgets (see
+        `ExplorerBox`).
         """
         if self._box is not None:
             return self._box
@@ -257,10 +301,11 @@ class Explorer:
         width = round(self.fig.bbox.width)
         self._box = ExplorerBox(
             self,
-            [controls, *self.above, self.picture, note],
+            [controls, *self.above, self.picture, self.alt, note],
             layout={"width": "100%", "max_width": f"{width}px"},
         )
         self._box.add_class("al-explorer")
+        self._box.add_class(DESCRIBED)
         self.refresh()  # the first frame
         return self._box
 
@@ -317,12 +362,14 @@ class ExplorerBox(StillBox):
     """An explorer's controls, picture and note, displayed with a still picture too.
 
     Displayed, its display bundle carries a PNG of the figure as it is at that
-    moment with the one-line `STILL_NOTE` (``text/html``, and ``text/plain``
-    for a page without HTML): a learner's first, untrusted open of the
-    committed notebook, nbconvert's HTML and a terminal show the picture, not
-    the widget's text. Rebuilt from saved state without a kernel (reopened
-    after a save), the box shows its Image's saved picture, and its style
-    sheet (`still_css`) hides the dead controls and shows the note.
+    moment, its text alternative (`Explorer.describe`) as the ``alt``, and the
+    one-line `STILL_NOTE` (``text/html``; ``text/plain``, the alternative and
+    the note, for a page without HTML): a learner's first, untrusted open of
+    the committed notebook, nbconvert's HTML and a terminal show the picture
+    and say what it shows, never the widget's text. Rebuilt from saved state
+    without a kernel (reopened after a save), the box shows its Image's saved
+    picture and the alternative sent with it, and its style sheet
+    (`still_css`) hides the dead controls and shows the note.
     """
 
     def __init__(self, explorer: Explorer, children: list[widgets.Widget], **kwargs: Any) -> None:
@@ -330,28 +377,21 @@ class ExplorerBox(StillBox):
         self.explorer = explorer
 
     def still_bundle(self) -> dict[str, Any]:
-        picture = still_html(self.explorer.still(), _figure_title(self.explorer.fig))
+        alt = one_line(self.explorer.describe())
         return {
-            "text/html": picture,
-            "text/plain": f"{_figure_title(self.explorer.fig)}\n{STILL_NOTE}",
+            "text/html": still_html(self.explorer.still(), alt),
+            "text/plain": f"{alt}\n{STILL_NOTE}",
         }
 
 
-def still_html(png: bytes, title: str) -> str:
-    """A still picture with its one-line note, as HTML that survives JupyterLab's sanitiser."""
+def still_html(png: bytes, alt: str) -> str:
+    """A still picture with its text alternative (``alt``) and its one-line note, as HTML
+    that survives JupyterLab's sanitiser."""
     return (
-        f'<div class="al-still"><img src="{data_url(png)}" alt="{html.escape(title)}" '
+        f'<div class="al-still"><img src="{data_url(png)}" alt="{html.escape(one_line(alt))}" '
         f'style="max-width: 100%; height: auto;"/>'
         f"<p><em>{html.escape(STILL_NOTE)}</em></p></div>"
     )
-
-
-def _figure_title(fig: Figure) -> str:
-    """The figure's headline (its suptitle or first axes title), for alt text."""
-    if fig.get_suptitle():
-        return fig.get_suptitle()
-    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
-    return titles[0] if titles else "explorer figure"
 
 
 def key_weight_bars(ax: Any, keys: int, xlabel: str, ylabel: str, legend: bool = True) -> Any:

@@ -12,27 +12,27 @@ Image's saved state carries the last picture into a reopened notebook.
   running (a test, a script) they never fire, as Agg's own do.
 - `frame_png`: the canvas's pixels as one PNG, written fast (`frames`).
 - `still_css`: the box's style sheet. The Image scales to the cell's width
-  (never beyond the figure's own pixels, keeping its aspect ratio). Rebuilt
+  (never beyond the figure's own pixels, keeping its aspect ratio), its text
+  alternative under it in small print, wrapped to the width. Rebuilt
   from saved state without a kernel (a notebook reopened after a save), the
   page marks every view ``jupyter-widgets-disconnected``: the sheet then hides
   the dead controls and the broken-link marks, and shows the one-line
   `STILL_NOTE` under the saved picture.
-- `png_bytes`, `data_url`: a figure as a still PNG, and as a ``data:`` URL.
+- `png_bytes`, `data_url`: a figure as a still PNG, and as a ``data:`` URL (the still
+  figures' own, `attention_lib.lessons.figures.still`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import io
 from typing import Any
 
 import numpy as np
 from matplotlib.backend_bases import TimerBase
 from matplotlib.backends.backend_webagg_core import TimerAsyncio
-from matplotlib.figure import Figure
-from PIL import Image
 
+from ..lessons.figures.still import data_url
+from ..lessons.figures.still import figure_png as png_bytes
 from .frames import encode_png
 from .glyphs import GlyphCachingCanvas
 
@@ -71,33 +71,13 @@ def still_css() -> str:
 .al-explorer > .widget-image {
   width: 100%; height: auto; max-width: 100%; margin-left: 0; margin-right: 0;
 }
+.al-explorer > .al-alt { margin-top: 0; margin-bottom: 2px; }
+.al-explorer > .al-alt > .widget-html-content {
+  font-size: 12px; line-height: 1.35; white-space: normal; align-self: flex-start;
+}
 .al-explorer > .al-note { display: none; }
 .al-explorer.jupyter-widgets-disconnected > .al-note { display: block; }
 .al-explorer.jupyter-widgets-disconnected > .al-controls { display: none; }
 .al-explorer.jupyter-widgets-disconnected::before,
 .al-explorer .jupyter-widgets-disconnected::before { content: none; display: none; }
 </style>"""
-
-
-def png_bytes(fig: Figure, colours: int | None = None) -> bytes:
-    """The figure as PNG bytes at its own size and resolution.
-
-    ``colours`` reduces it to a palette of that many colours (no dithering).
-    """
-    with io.BytesIO() as buffer:
-        fig.savefig(buffer, format="png", dpi=fig.dpi)
-        png = buffer.getvalue()
-    if colours is None:
-        return png
-    image = Image.open(io.BytesIO(png)).convert("RGB")
-    reduced = image.quantize(
-        colors=colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
-    )
-    with io.BytesIO() as buffer:
-        reduced.save(buffer, format="png", optimize=True)
-        return buffer.getvalue()
-
-
-def data_url(png: bytes) -> str:
-    """PNG bytes as a ``data:`` URL for an ``<img>``."""
-    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")

@@ -130,6 +130,13 @@ class VolumeKnobExplorer(Explorer):
             f"{percent(self.shares[top])} of your attention"
         )
 
+    def describe(self) -> str:
+        """Each friend's share, as the bars are labelled, and the volume."""
+        shares = ", ".join(
+            f"{name} {percent(share)}" for name, share in zip(self.names, self.shares, strict=True)
+        )
+        return f"Share of your attention: {shares}; volume ×{self.volume.value:.2f}"
+
 
 class ThreeStepsExplorer(Explorer):
     """The three steps for "it" with the lesson's numbers, and a switch for step two.
@@ -280,6 +287,28 @@ class ThreeStepsExplorer(Explorer):
         )
         self.axes[1, 1].set_title(f'4. mix: the new "it" is closest to "{self.nearest_word()}"')
 
+    def describe(self) -> str:
+        """Each step's numbers, as the bars are labelled; steps 3 and 4 only once shown."""
+        steps = self.steps
+
+        def row(values: np.ndarray, decimals: int) -> str:
+            return ", ".join(
+                f"{word} {value:.{decimals}f}"
+                for word, value in zip(steps.words, values, strict=True)
+            )
+
+        turned = f"every score ÷ {steps.divisor:.2f}" if self.turn_down.value else "off, unchanged"
+        said = [
+            'The three steps for "it". 1, scores: ' + row(steps.scores, 1),
+            f"2, turned down ({turned}): {row(steps.turned_down, 1)}",
+        ]
+        if self.withheld:
+            said.append("3 and 4 wait for your guess above")
+        else:
+            said.append(f"3, shares: {row(steps.shares, 2)}")
+            said.append(f'4, the new "it" is closest to "{self.nearest_word()}"')
+        return "; ".join(said)
+
 
 class SlotsExplorer(Explorer):
     """Why the knob is needed: the number of slots per head, and the fixed division.
@@ -408,6 +437,18 @@ class SlotsExplorer(Explorer):
         self.ax_hist.set_title(f"{slots}, {how}: typical size {self.spread:.1f}")
         self.ax_share.set_title(f"the loudest gets {top:.0%} on average")
 
+    def describe(self) -> str:
+        """The histogram's spread and the loudest voice's share, as the titles say them."""
+        d = int(self.slots.value)
+        how = f"divided by {math.sqrt(d):.1f}" if self.divide.value else "raw, not divided"
+        slots = "1 slot" if d == 1 else f"{d} slots"
+        pairs = self.totals[d].size
+        return (
+            f"Totals of {pairs} query–key pairs with {slots}, {how}: typical size "
+            f"{self.spread:.1f}, {self.inside:.0%} of totals within it; the loudest of "
+            f"{self.keys} voices gets {float(self.ranked_shares[0]):.0%} on average"
+        )
+
 
 class NudgeExplorer(Explorer):
     """Why winner-takes-all stops learning: nudge one score, compare two rooms.
@@ -429,6 +470,7 @@ class NudgeExplorer(Explorer):
         if not (math.isfinite(loud) and loud > 1):
             raise ValueError(f"the loud room's volume must be a finite number > 1, got {loud}")
         self.names = tuple(names)
+        self.loud = loud
         self.rooms = {"calm": self.relevance, "loud": loud * self.relevance}  # (n,) each
         self.before = {room: softmax(scores) for room, scores in self.rooms.items()}
         n = len(self.names)
@@ -508,6 +550,14 @@ class NudgeExplorer(Explorer):
         )
         self.headline.set_text(nudge_headline(self.moved["calm"], self.moved["loud"]))
 
+    def describe(self) -> str:
+        """The nudge and the attention that changed hands in each room, as the bars say."""
+        return (
+            f"Nudge {self.who.value}'s score by {self.nudge.value:+.2f}: "
+            f"{percent(self.moved['calm'])} of the calm room's attention changed hands, "
+            f"{percent(self.moved['loud'])} of the loud room's (volume ×{self.loud:g})"
+        )
+
 
 def share_prediction(word: str = "dog") -> Prediction:
     """Notebook 01's first guess: how big a share of its attention does "it" give ``word``?
@@ -523,8 +573,11 @@ def share_prediction(word: str = "dog") -> Prediction:
         raise ValueError(f"{word!r} is not one of the lesson's words {steps.words}")
     query = steps.words[-1]
     share = float(steps.shares[steps.words.index(word)])
+    shares = ", ".join(f"{w} {percent(x)}" for w, x in zip(steps.words, steps.shares, strict=True))
     picture = answer_picture(
-        png_bytes(sharing_picture(steps.shares, steps.words, query), colours=256), width=840
+        png_bytes(sharing_picture(steps.shares, steps.words, query), colours=256),
+        alt=f"{sharing_headline(steps.shares, steps.words, query)}; shares: {shares}",
+        width=840,
     )
     numbers = widgets.HTML(
         "<p>Step by step, one column per word (the lesson's numbers, worked out by the "

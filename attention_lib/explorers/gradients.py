@@ -298,8 +298,17 @@ def spread_prediction(width: int = 256, samples: int = 5_000, seed: int = 2) -> 
         tolerance=root / 8,
         fmt="{:.0f}",
         explain=explain,
-        reveal=answer_picture(png_bytes(spread_figure(width, samples, seed))),
+        reveal=_spread_picture(width, samples, seed),
     )
+
+
+def _spread_picture(width: int, samples: int, seed: int) -> widgets.VBox:
+    """`spread_figure` as an answer's picture; its text alternative is what the figure
+    says: its title and its legend (each histogram's standard deviation)."""
+    fig = spread_figure(width, samples, seed)
+    ax = fig.axes[0]
+    legend = ", ".join(text.get_text() for text in ax.get_legend().get_texts())
+    return answer_picture(png_bytes(fig), alt=f"Histograms: {ax.get_title()}; {legend}")
 
 
 # -- QK-norm on a trained model --------------------------------------------------------------

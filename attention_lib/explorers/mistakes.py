@@ -75,15 +75,25 @@ _VERSIONS = (("the mistake", "mistake"), ("the fix", "fix"))
 _GROWTHS = (1, 2, 4, 8)
 
 
+#: The code blocks' colours, each at least 4.5:1 against both backgrounds (WCAG 2.1 AA): the
+#: text's own colour is set too, so the blocks read the same in a dark theme.
+_CODE_TEXT = "#1a1a1a"
+_MISTAKE_RED = "#c0392b"  # 5.1:1 on the backgrounds
+_FIX_GREEN = "#196f3d"  # 5.8:1
+_IN_USE_BACKGROUND = "#fff8e6"
+_IDLE_BACKGROUND = "#f7f7f7"
+
+
 def code_pair_html(mistake: str, fix: str, active: str) -> str:
-    """The two lines side by side as HTML code blocks; ``active`` ("mistake"/"fix") highlighted."""
+    """The two lines side by side as HTML code blocks; ``active`` ("mistake"/"fix") highlighted
+    (a thick border, and "(in use)" after its label: not by colour alone)."""
 
     def block(label: str, code: str, colour: str, on: bool) -> str:
         border = f"3px solid {colour}" if on else "1px solid #ccc"
-        background = "#fff8e6" if on else "#f7f7f7"
+        background = _IN_USE_BACKGROUND if on else _IDLE_BACKGROUND
         return (
             f'<div style="flex: 1 1 300px; min-width: 0; border: {border}; '
-            f'background: {background}; padding: 4px 8px; margin: 2px;">'
+            f'background: {background}; color: {_CODE_TEXT}; padding: 4px 8px; margin: 2px;">'
             f'<div style="font-weight: bold; color: {colour};">{html.escape(label)}'
             f"{' (in use)' if on else ''}</div>"
             # wrapped at spaces only (a long comment goes on to the next line); a word never
@@ -95,8 +105,8 @@ def code_pair_html(mistake: str, fix: str, active: str) -> str:
 
     return (
         '<div style="display: flex; flex-wrap: wrap;">'
-        + block("the mistake", mistake, "#c0392b", active == "mistake")
-        + block("the fix", fix, "#1e8449", active == "fix")
+        + block("the mistake", mistake, _MISTAKE_RED, active == "mistake")
+        + block("the fix", fix, _FIX_GREEN, active == "fix")
         + "</div>"
     )
 
@@ -296,6 +306,16 @@ class MistakeExplorer(Explorer):
             state = "collapsed (above 0.9)" if top > 0.9 else "not collapsed"
             self.finding = f"at {g}× growth: mean top weight {top:.2f},\n{state}"
         self.ax_effect.set_title(self.finding, fontsize=10)
+
+    def describe(self) -> str:
+        """Which version runs, the weights' shape, and the finding the right panel states."""
+        which = "the mistake" if self.version.value == "mistake" else "the fix"
+        queries, keys = self.weights.shape
+        finding = " ".join(self.finding.split())
+        return (
+            f"{self.spec.title}, running {which}: a heatmap of the weights of {queries} "
+            f"queries over {keys} keys; {finding}"
+        )
 
 
 # -- results as tables -------------------------------------------------------------------

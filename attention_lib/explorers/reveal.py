@@ -26,7 +26,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from .base import StillBox
+from .base import DESCRIBED, StillBox, text_alternative
 from .controls import fit_label, fit_slider
 
 __all__ = [
@@ -51,19 +51,25 @@ GUESS = "al-reveal-guess"
 STILL = "al-reveal-still"
 
 
-def answer_picture(png: bytes, width: int | None = None) -> widgets.Image:
+def answer_picture(png: bytes, alt: str, width: int | None = None) -> widgets.VBox:
     """A PNG as an image widget (``width`` px wide at most, if given) that shrinks with its
-    cell and never passes it.
+    cell and never passes it, with its text alternative ``alt`` (what it shows, with its
+    numbers) under it: a box of class `DESCRIBED`, as an explorer's.
 
     ipywidgets gives every widget a 2 px margin on each side, so with
     ``max-width: 100%`` alone a picture wider than its cell ended 2 px past
     the cell's right edge (01's answer picture at 1024 x 768 with the file
     browser open): the margin is taken off.
     """
+    if not alt.strip():
+        raise ValueError("a picture needs a text alternative that says what it shows")
     layout = {"max_width": "100%", "margin": "0"}
     if width is not None:
         layout["width"] = f"{width}px"
-    return widgets.Image(value=png, format="png", layout=layout)
+    picture = widgets.Image(value=png, format="png", layout=layout)
+    box = widgets.VBox([picture, text_alternative(alt)])
+    box.add_class(DESCRIBED)
+    return box
 
 
 def _show(widget: widgets.Widget, shown: bool = True) -> None:

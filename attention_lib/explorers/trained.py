@@ -321,12 +321,9 @@ class WhereItLooksExplorer(_KeepsBackgrounds, Explorer):
         )
 
     def describe(self) -> str:
-        """What the figure shows, in one line (the same words as its title)."""
-        word, _ = self.gaze.top(self.head.value)
-        return (
-            f'"{self.gaze.query_word}" looks most at "{word}"; next word guessed: '
-            f"{self.gaze.guess} ({'right' if self.gaze.guess == self.gaze.answer else 'wrong'})"
-        )
+        """What the figure says, in one line: its title (where the pronoun looks, and how
+        much) and its verdict on the model's guess at this volume."""
+        return f"{self.ax.get_title()}; {self.guess_text.get_text()}"
 
 
 class HeadMapsExplorer(_KeepsBackgrounds, Explorer):
@@ -355,7 +352,8 @@ class HeadMapsExplorer(_KeepsBackgrounds, Explorer):
 
         # Fixed margins, not a layout engine: the word labels change with the sentence,
         # and the room for the longest word is kept from the start.
-        fig = self._make_figure(figsize=(8, 5.4))
+        # 510 px tall: with its two rows of controls and its text alternative, 640 in all
+        fig = self._make_figure(figsize=(8, 5.1))
         self.ax = ax = fig.add_axes((0.12, 0.2, 0.56, 0.72))
         colour_bar = fig.add_axes((0.7, 0.25, 0.025, 0.62))
         # masked cells transparent: the hatching under them shows in a blitted frame too
@@ -426,8 +424,9 @@ class HeadMapsExplorer(_KeepsBackgrounds, Explorer):
     def widget(self) -> ExplorerBox:
         """Two rows of controls above the figure, in the explorer's box (which keeps the
         still picture for a page that cannot run it); each row wraps in a narrow cell."""
+        split = self._box is not None
         box = super().widget
-        if len(box.children) == 3:  # controls, figure, still note: split the controls once
+        if not split:  # the box is new: its one row of controls becomes two
             rows = [
                 widgets.HBox([self.sentence, self.model]),
                 widgets.HBox([self.layer, self.head]),

@@ -154,7 +154,9 @@ def test_every_extreme_draws_cleanly(explorer, draws):
 def test_retrieval_figure_draws_both_runs():
     u = train_retrieval_head(1.0, steps=30, seed=1)
     s = train_retrieval_head(None, steps=30, seed=1)
-    fig = retrieval_figure(u, s, window=5)
+    still = retrieval_figure(u, s, window=5)
+    fig = still.fig
+    assert still.alt.strip(), "a still figure with no text alternative"
     ax_loss, ax_ent = fig.axes
     raw_u, smooth_u, raw_s, smooth_s = ax_loss.get_lines()
     np.testing.assert_array_equal(raw_u.get_ydata(), u.loss)

@@ -133,3 +133,29 @@ def test_growth_measurements_become_one_row_per_growth():
     assert [row[0] for row in rows] == ["1", "2", "4", "8"]
     assert rows[3][header.index("top weight, tuned")] == "0.9392"
     assert ("the fix", "passes") in table.checks()
+
+
+def _contrast(first: str, second: str) -> float:
+    """WCAG 2.1's contrast ratio of two colours (#rrggbb)."""
+
+    def luminance(colour: str) -> float:
+        channels = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+        linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    high, low = sorted((luminance(first), luminance(second)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+@pytest.mark.parametrize("active", ["mistake", "fix"])
+def test_the_code_pair_reads_at_4_5_to_1_in_any_theme(active):
+    """Every text colour of the pair is set, not inherited (a dark theme's light text on the
+    blocks' light backgrounds read at 1.1:1), and is at least 4.5:1 on its background."""
+    page = code_pair_html("a = 1", "a = 2", active)
+    blocks = re.findall(r"background: (#\w{6}); color: (#\w{6});", page)
+    assert len(blocks) == 2, page
+    labels = re.findall(r"font-weight: bold; color: (#\w{6});", page)
+    for (background, text), label in zip(blocks, labels, strict=True):
+        assert _contrast(text, background) >= 4.5, (text, background)
+        assert _contrast(label, background) >= 4.5, (label, background)
+    assert page.count("(in use)") == 1  # which one runs is said, not only coloured

@@ -176,9 +176,9 @@ def test_an_answer_picture_shrinks_with_its_cell_and_has_no_margin_to_pass_it():
     from attention_lib.explorers.crowded_room import share_prediction
     from attention_lib.explorers.reveal import answer_picture
 
-    wide = answer_picture(b"\x89PNG", width=840)
+    wide = answer_picture(b"\x89PNG", alt="a picture", width=840).children[0]
     assert (wide.layout.width, wide.layout.max_width, wide.layout.margin) == ("840px", "100%", "0")
-    assert answer_picture(b"\x89PNG").layout.width is None
+    assert answer_picture(b"\x89PNG", alt="a picture").children[0].layout.width is None
 
     def images(widget):
         if isinstance(widget, widgets.Image):

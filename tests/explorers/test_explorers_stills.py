@@ -107,7 +107,9 @@ def test_the_style_sheet_fits_the_picture_and_shows_the_note_only_when_disconnec
     assert box.layout.max_width == "840px" and box.layout.width == "100%"
     assert "al-explorer" in box._dom_classes
     assert list(box.children[0].children) == explorer.controls
-    assert isinstance(box.children[-2], widgets.Image) and box.children[-2] is explorer.picture
+    # the picture, its text alternative under it, then the note
+    assert box.children[-3:] == (explorer.picture, explorer.alt, box.children[-1])
+    assert ".al-explorer > .al-alt > .widget-html-content {" in css
 
 
 def test_the_canvas_is_unknown_to_pyplot():

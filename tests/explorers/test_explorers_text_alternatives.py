@@ -1,0 +1,195 @@
+"""Every explorer picture says what it shows: its text alternative, at every control setting.
+
+An explorer's text alternative is `Explorer.describe` (on one line). Displayed,
+each frame sends it into the HTML widget under the picture (class ``al-alt``,
+the live region the course's lab extension announces), ahead of the picture;
+the still picture of the display bundle carries it as its ``alt`` and as its
+``text/plain``. Here, in-process, for every explorer the registry builds:
+
+- at the first frame and after every control is set to each end of its range
+  (and to each option of a toggle or dropdown), the widget shows exactly the
+  explorer's `describe`, and that text says the numbers the figure draws there
+  (`labdriver.alternatives.check_alternative`, the check the browser test runs
+  on the page after each move);
+- the check itself catches an alternative whose numbers are not the picture's;
+- the display bundle's still picture has the alternative as its ``alt``, a
+  later bundle the later one;
+- the picture and its alternative are direct children of a box of class
+  ``al-described`` (what the extension reads); an answer's picture likewise.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+import ipywidgets as widgets
+import numpy as np
+import pytest
+
+from attention_lib.explorers import ThreeStepsExplorer, VolumeKnobExplorer
+from attention_lib.explorers.base import ALT, DESCRIBED, one_line
+from attention_lib.explorers.canvas import STILL_NOTE
+from attention_lib.explorers.crowded_room import share_prediction
+from attention_lib.explorers.gradients import spread_prediction
+from attention_lib.explorers.registry import REGISTRY, builds
+from attention_lib.explorers.reveal import answer_picture
+from labdriver.alternatives import CHECKS, check_alternative, control_values
+from labdriver.kernel_probe import _browser_test_figure
+
+pytestmark = pytest.mark.filterwarnings("error")
+
+EXPLORERS = {test_id: build for test_id, (_, build) in builds().items()}
+MODEL_EXPLORERS = {test_id: build for test_id, (_, build) in builds(loads_model=True).items()}
+
+
+def settings(control: widgets.Widget) -> list[object]:
+    """The values a test sets ``control`` to: both ends of a slider, the other options of a
+    toggle or a dropdown (three at most) and back, the other state of a checkbox and back."""
+    if isinstance(control, widgets.FloatLogSlider):
+        return [control.base**control.max, control.base**control.min]
+    if isinstance(control, (widgets.IntSlider, widgets.FloatSlider)):
+        return [control.max, control.min]
+    if isinstance(control, widgets.Checkbox):
+        return [not control.value, control.value]
+    options = [value for _, value in control._options_full]
+    if isinstance(control, widgets.SelectionSlider):
+        return [options[-1], options[0]]
+    return [*[o for o in options if o != control.value][:3], control.value]
+
+
+def shown(explorer) -> str:
+    """The alternative the page gets: the widget's text, unescaped."""
+    return html.unescape(explorer.alt.value)
+
+
+def check_now(explorer, where: str) -> None:
+    alt = one_line(explorer.describe())
+    assert shown(explorer) == alt, f"{where}: the widget shows {shown(explorer)!r}, not {alt!r}"
+    try:
+        check_alternative(
+            type(explorer).__name__,
+            alt,
+            control_values(explorer),
+            _browser_test_figure(explorer.fig),
+        )
+    except AssertionError as error:
+        raise AssertionError(f"{where}: {error}") from error
+
+
+def check_every_setting(explorer) -> int:
+    """Set every control to each of its `settings` in turn, checking after each; returns
+    how many settings were checked."""
+    assert explorer.widget.children  # displayed: every move sends a frame and its alternative
+    check_now(explorer, "first frame")
+    checked = 1
+    for control in list(explorer.controls):
+        for value in settings(control):
+            control.value = value
+            check_now(explorer, f"{control.description or type(control).__name__} = {value!r}")
+            checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("name", list(EXPLORERS))
+def test_the_alternative_says_the_pictures_numbers_at_every_setting(name):
+    assert check_every_setting(EXPLORERS[name]()) >= 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(MODEL_EXPLORERS))
+def test_the_trained_models_explorers_say_their_numbers_too(name):
+    assert check_every_setting(MODEL_EXPLORERS[name]()) >= 3
+
+
+def test_every_registered_explorer_has_an_alternative_check():
+    assert set(CHECKS) == {e.name for e in REGISTRY}
+
+
+def test_the_volume_knob_says_each_friends_share_and_the_volume():
+    explorer = VolumeKnobExplorer()
+    assert explorer.describe() == (
+        "Share of your attention: Ana 56%, Ben 21%, Chloe 13%, Dev 7.6%, Eli 2.8%; volume ×1.00"
+    )
+    explorer.volume.value = 100.0
+    assert explorer.describe().endswith("; volume ×100.00")
+    assert explorer.describe().startswith("Share of your attention: Ana 100%, Ben <0.001%")
+
+
+@pytest.mark.parametrize(
+    ("wrong", "why"),
+    [
+        (lambda alt: alt.replace("56%", "21%", 1), "a share that is not its bar's label"),
+        (lambda alt: alt.replace("×1.00", "×2.00"), "a volume the slider is not at"),
+    ],
+)
+def test_the_check_catches_an_alternative_that_is_not_the_picture(wrong, why):
+    explorer = VolumeKnobExplorer()
+    alt = one_line(explorer.describe())
+    figure, values = _browser_test_figure(explorer.fig), control_values(explorer)
+    check_alternative("VolumeKnobExplorer", alt, values, figure)
+    with pytest.raises(AssertionError):
+        check_alternative("VolumeKnobExplorer", wrong(alt), values, figure)
+    with pytest.raises(AssertionError, match="one line"):
+        check_alternative("VolumeKnobExplorer", alt.replace("; ", "\n"), values, figure)
+
+
+def test_steps_three_and_four_say_nothing_until_the_guess_is_locked_in():
+    guess = share_prediction()
+    explorer = ThreeStepsExplorer(after=guess)
+    assert explorer.widget.children
+    withheld = shown(explorer)
+    assert "3 and 4 wait for your guess above" in withheld
+    assert "shares" not in withheld and "closest" not in withheld
+    guess.lock()
+    assert "3, shares: the 0.14, dog 0.57, barked 0.14, it 0.15" in shown(explorer)
+    assert shown(explorer).endswith('4, the new "it" is closest to "dog"')
+
+
+@pytest.mark.parametrize("name", list(EXPLORERS))
+def test_the_picture_and_its_alternative_sit_side_by_side_in_a_described_box(name):
+    explorer = EXPLORERS[name]()
+    box = explorer.widget
+    assert {"al-explorer", DESCRIBED} <= set(box._dom_classes)
+    assert explorer.picture in box.children and explorer.alt in box.children
+    assert ALT in explorer.alt._dom_classes
+    assert explorer.alt.value, "the first frame came without its alternative"
+
+
+@pytest.mark.parametrize("name", ["VolumeKnob", "Scaling", "Tiling"])
+def test_the_still_picture_carries_the_alternative_of_its_moment(name):
+    explorer = EXPLORERS[name]()
+    box = explorer.widget
+    first = box._repr_mimebundle_()
+    alt = one_line(explorer.describe())
+    assert f'alt="{html.escape(alt)}"' in first["text/html"]
+    assert first["text/plain"] == f"{alt}\n{STILL_NOTE}"
+    control = next(c for c in explorer.controls if not isinstance(c, widgets.Checkbox))
+    control.value = settings(control)[0]
+    later = one_line(explorer.describe())
+    assert later != alt, "the move changed nothing the alternative says"
+    assert f'alt="{html.escape(later)}"' in box._repr_mimebundle_()["text/html"]
+
+
+def test_an_answers_picture_needs_and_carries_its_alternative():
+    png = VolumeKnobExplorer().still()
+    box = answer_picture(png, alt="Bars: a 50%, b 50%", width=840)
+    picture, alt = box.children
+    assert isinstance(picture, widgets.Image) and picture.value == png
+    assert DESCRIBED in box._dom_classes and ALT in alt._dom_classes
+    assert html.unescape(alt.value) == "Bars: a 50%, b 50%"
+    with pytest.raises(ValueError, match="text alternative"):
+        answer_picture(png, alt=" ")
+
+
+def test_the_predictions_pictures_say_their_numbers():
+    shares = share_prediction().reveal.children[0]  # the picture's box, above the numbers
+    said = html.unescape(shares.children[1].value)
+    assert said == (
+        '"it" gives most of its attention to "dog" (57%); shares: the 14%, dog 57%, '
+        "barked 14%, it 15%"
+    )
+    spread = html.unescape(spread_prediction().reveal.children[1].value)
+    stds = [float(x) for x in re.findall(r"std ([\d.]+)", spread)]
+    assert spread.startswith("Histograms: 5,000 random query-key pairs of width d = 256")
+    assert len(stds) == 2 and np.isclose(stds[0] / stds[1], 16, rtol=0.01), spread
