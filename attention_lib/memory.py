@@ -16,6 +16,8 @@ from typing import Any
 from .backend import is_torch_array
 
 __all__ = [
+    "CGROUP_ROOT",
+    "PROC_CGROUP",
     "AttentionMemoryError",
     "available_bytes",
     "cgroup_headroom",

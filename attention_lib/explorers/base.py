@@ -44,7 +44,9 @@ import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 
-from .canvas import STILL_NOTE, ExplorerCanvas, data_url, frame_png, png_bytes, still_css
+from ..lessons.figures.still import data_url
+from ..lessons.figures.still import figure_png as png_bytes
+from .canvas import STILL_NOTE, ExplorerCanvas, frame_png, still_css
 
 __all__ = [
     "ALT",

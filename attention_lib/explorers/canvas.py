@@ -18,8 +18,8 @@ Image's saved state carries the last picture into a reopened notebook.
   page marks every view ``jupyter-widgets-disconnected``: the sheet then hides
   the dead controls and the broken-link marks, and shows the one-line
   `STILL_NOTE` under the saved picture.
-- `png_bytes`, `data_url`: a figure as a still PNG, and as a ``data:`` URL (the still
-  figures' own, `attention_lib.lessons.figures.still`).
+- A figure as a still PNG, and as a ``data:`` URL, is the still figures' own
+  (`attention_lib.lessons.figures.still`: ``figure_png``, ``data_url``).
 """
 
 from __future__ import annotations
@@ -31,12 +31,10 @@ import numpy as np
 from matplotlib.backend_bases import TimerBase
 from matplotlib.backends.backend_webagg_core import TimerAsyncio
 
-from ..lessons.figures.still import data_url
-from ..lessons.figures.still import figure_png as png_bytes
 from .frames import encode_png
 from .glyphs import GlyphCachingCanvas
 
-__all__ = ["STILL_NOTE", "ExplorerCanvas", "data_url", "frame_png", "png_bytes", "still_css"]
+__all__ = ["STILL_NOTE", "ExplorerCanvas", "frame_png", "still_css"]
 
 STILL_NOTE = (
     "A still picture: run the notebook (Run ▸ Run All Cells) to move the sliders, "

@@ -49,11 +49,11 @@ from ..lessons.crowded_room import (
     three_steps,
 )
 from ..lessons.figures import sharing_picture
+from ..lessons.figures.still import figure_png as png_bytes
 from ..lessons.figures.style import WORD_COLOURS
 from ..normalisers import softmax
 from ..scales import turn_volume
 from .base import DRAWING, Explorer
-from .canvas import png_bytes
 from .controls import fit_label, fit_slider
 from .reveal import Prediction, answer_picture, predict_number
 

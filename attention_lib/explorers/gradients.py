@@ -27,12 +27,12 @@ import ipywidgets as widgets
 import numpy as np
 
 from ..lessons.figures import spread_figure
+from ..lessons.figures.still import figure_png as png_bytes
 from ..lessons.saturation import jacobian_norm_table, qk_norm_view, reduce_norms
 from ..lessons.scaling import POWER_OF_TWO_WIDTHS, dot_product_samples, sweep_widths
 from ..model.catalogue import MODEL_LABELS
 from ..normalisers import softmax, softmax_jacobian, softmax_jacobian_norm
 from .base import Explorer, key_weight_bars
-from .canvas import png_bytes
 from .controls import WidthAndScale, fit_label
 from .reveal import Prediction, answer_picture, predict_number
 from .scaling import rule_name
@@ -415,7 +415,7 @@ class QKNormExplorer(Explorer):
                 f"(largest over the sentence {v.largest_qk_logit:.2g})"
             )
         return (
-            f"{self.model_label}, {self.head_text}: {bound};\n"
+            f"{self.model_label}, {self.head_text}: {bound}\n"
             f'"{v.words[-1]}" gives {weights[top]:.2f} of its weight to "{v.words[top]}"'
         )
 

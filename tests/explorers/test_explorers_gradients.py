@@ -184,8 +184,11 @@ def test_spread_figure_draws_raw_and_scaled_scores():
     fig = spread_figure(width=64, samples=2_000, seed=2)
     (ax,) = fig.axes
     raw = dot_product_samples(64, samples=2_000, rng=2)
-    counts = [sum(p.get_height() for p in c) for c in ax.containers]
-    assert counts == [2_000, 2_000]  # every sample lands in a bin, raw and scaled
+    (bars,) = ax.containers  # the raw scores: filled bars
+    (outline,) = [p for p in ax.patches if p not in bars]  # the scaled: a step outline
+    heights = outline.get_xy()[1:-1:2, 1]  # (bins,): the outline's top of each bin
+    # every sample lands in a bin, raw and scaled
+    assert [sum(b.get_height() for b in bars), heights.sum()] == [2_000, 2_000]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == [f"q·k: std {raw.std():.1f}", f"q·k / √64: std {raw.std() / 8:.2f}"]
     assert ax.get_title().endswith("raw scores spread 8× wider than scaled ones")

@@ -3,7 +3,8 @@
 - The committed notebook (what Run All leaves) shows no line of any
   solution, in a cell's source or in an output, and each starter's output
   is its checker's question, not a failure.
-- A copy with our solutions typed into the seven starter cells, run in a
+- A copy with our solutions typed into the starter cells (one per exercise
+  of 07 in the registry), run in a
   real kernel (nbclient, as nbval runs it): every checker passes and every
   gate reports "passed". This is where `inspect.getsource` reads a function
   defined in a notebook cell, and where the Triton check starts its child
@@ -22,18 +23,11 @@ import pytest
 from nbclient import NotebookClient
 
 from attention_lib.lessons.exercises import FLASH_SOLUTIONS, skeleton_source
+from attention_lib.lessons.exercises.registry import EXERCISES
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOK = NOTEBOOKS / "07_researcher_build_flash_attention.ipynb"
-STARTERS = (
-    "online_update",
-    "key_loop",
-    "key_stop",
-    "diagonal_mask",
-    "flash_forward",
-    "flash_backward",
-    "key_block",
-)
+STARTERS = tuple(name for name, e in EXERCISES.items() if e.notebook == "07")
 
 
 def _cells() -> list[dict]:
@@ -50,10 +44,19 @@ def _text(cell: dict) -> str:
     return "\n".join(parts)
 
 
+def _is_starter(source: str, name: str) -> bool:
+    return source.startswith((f"def {name}(", f"class {name}("))
+
+
 def _solution_lines() -> list[str]:
     """Every line of every solution that does more than open the function or return
-    (and is not in the kernel skeleton the notebook shows on purpose)."""
-    given = skeleton_source()
+    (and is not in the kernel skeleton or a starter, which the notebook shows on purpose)."""
+    starters = [
+        "".join(c["source"])
+        for c in _cells()
+        if any(_is_starter("".join(c["source"]), name) for name in STARTERS)
+    ]
+    given = skeleton_source() + "\n".join(starters)
     lines = []
     for solution in FLASH_SOLUTIONS.values():
         for line in solution.code.splitlines()[1:]:
@@ -68,7 +71,7 @@ def test_the_committed_notebook_gives_no_solution_away():
     shown = [line for line in _solution_lines() if line in page]
     assert not shown, f"solution lines visible in notebook 07: {shown}"
     for name in STARTERS:
-        starter = next(c for c in _cells() if "".join(c["source"]).startswith(f"def {name}("))
+        starter = next(c for c in _cells() if _is_starter("".join(c["source"]), name))
         assert "raise NotImplementedError" in "".join(starter["source"])
         said = "".join("".join(o.get("text", "")) for o in starter["outputs"])
         assert said.startswith("Your function is not written yet"), (name, said)
@@ -79,7 +82,7 @@ def _solved() -> nbformat.NotebookNode:
     solved = copy.deepcopy(notebook)
     for cell in solved.cells:
         for name in STARTERS:
-            if cell.source.startswith(f"def {name}("):
+            if _is_starter(cell.source, name):
                 cell.source = (
                     FLASH_SOLUTIONS[name].code + cell.source[cell.source.index("\n\n\n") :]
                 )
@@ -100,7 +103,7 @@ def test_the_solutions_typed_into_the_starters_open_every_gate():
         name: "".join(o.get("text", "") for o in c.outputs)
         for c in solved.cells
         for name in STARTERS
-        if c.cell_type == "code" and c.source.startswith(f"def {name}(")
+        if c.cell_type == "code" and _is_starter(c.source, name)
     }
     assert set(said) == set(STARTERS), sorted(said)
     for name, text in said.items():

@@ -132,8 +132,9 @@ def test_wheel_ships_the_browser_driver_beside_the_library_with_its_scripts(tmp_
     """labdriver is a package of its own (never inside attention_lib), with its JavaScript."""
     src = tmp_path / "src"
     skip = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints")
-    for package in ("attention_lib", "labdriver"):
-        shutil.copytree(ROOT / package, src / package, ignore=skip)
+    # the packages, and the JupyterLab extension the wheel installs beside them
+    for folder in ("attention_lib", "labdriver", "jupyter/labextensions"):
+        shutil.copytree(ROOT / folder, src / folder, ignore=skip)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     build = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
@@ -147,7 +148,7 @@ def test_wheel_ships_the_browser_driver_beside_the_library_with_its_scripts(tmp_
     driver = {
         path.relative_to(ROOT).as_posix()
         for path in (ROOT / "labdriver").rglob("*")
-        if path.suffix in (".py", ".js")
+        if path.suffix in (".py", ".js") and "node_modules" not in path.parts  # npm's, not ours
     }
     assert {"labdriver/js/state.js", "labdriver/kernel_probe.py"} <= driver
     assert driver <= names, sorted(driver - names)

@@ -124,7 +124,7 @@ def test_every_page(built, notebook):
         f"{notebook.name}: {len(images)} pictures on the page, {len(pictures)} in the notebook, "
         f"{pictures_in(notebook.stem)} (explorers, still figures) listed"
     )
-    alts = [re.search(r'alt="([^"]+)"', image) for image in images]
+    alts = [re.search(r"""alt=(?:"[^"]+"|'[^']+')""", image) for image in images]
     assert all(alts), f"{notebook.name}: a picture with no text alternative"
 
     # errors: only where the lesson raises on purpose, and then its own message

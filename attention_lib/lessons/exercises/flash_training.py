@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MODEL", "TRAINING", "LayerTraining", "train_with_layer"]
+__all__ = ["FAMILY", "MODEL", "SCORED", "TRAINING", "LayerTraining", "train_with_layer"]
 
 #: the model trained: the 1/sqrt(d) rule the learner's flash_forward uses, heads 16 wide
 MODEL = "sqrt_d16"

@@ -31,7 +31,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from .flash_layer import namespace_of
-from .registry import EXERCISES, run
+from .registry import EXERCISES as EXERCISES
+from .registry import run
 from .solutions import BUILDS_ON
 
 __all__ = ["EXERCISES", "check", "grade"]

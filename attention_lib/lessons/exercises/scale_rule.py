@@ -28,7 +28,16 @@ import numpy as np
 
 from ..scaling import WidthSweep, raw_logits, sweep_widths
 
-__all__ = ["CLIMB", "ScaleRuleCheck", "check_scale_rule", "scale_rule_logits"]
+__all__ = [
+    "CHANGE",
+    "CLIMB",
+    "TABLE_KEYS",
+    "TABLE_TRIALS",
+    "TABLE_WIDTHS",
+    "ScaleRuleCheck",
+    "check_scale_rule",
+    "scale_rule_logits",
+]
 
 _BEHAVIOURS = ("flatten", "sharpen", "hold")
 #: the least rise (or fall) of the mean top weight from one width to the next that counts as

@@ -27,7 +27,7 @@ import numpy as np
 
 from .triton_child import _error_text
 
-__all__ = ["SENTINEL", "run_child"]
+__all__ = ["SENTINEL", "SLACK", "run_child"]
 
 #: what the output holds before the kernel runs: a softmax is never 7, so an entry that still
 #: holds it was not written, and a padding entry that does not was written past the row's end

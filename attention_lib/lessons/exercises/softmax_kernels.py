@@ -50,6 +50,7 @@ from .base import NOT_WRITTEN, CaseResult, CheckReport, rows_text, seeded
 from .triton_runner import CHILD_TIMEOUT_S, Body, read_body, run_bodies
 
 __all__ = [
+    "CHILD",
     "KERNEL_ARGUMENTS",
     "OnlineSoftmaxCheck",
     "RowSoftmaxCheck",
