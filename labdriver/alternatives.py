@@ -181,6 +181,33 @@ def _mistake(alt: str, values: Values, fig: Figure) -> None:
     assert alt.endswith(f"; {finding}"), (alt, finding)
 
 
+def _own_sentence(alt: str, values: Values, fig: Figure) -> None:
+    bars, below = fig["axes"][:2]
+    *labels, message = bars["texts"]  # one label per bar, then the reason the box can't be read
+    *words, guess = below["texts"]  # one word per bar, then the model's guess
+    if message.strip():  # nothing drawn: the reason is the picture and its alternative
+        assert alt == " ".join(message.split()), (alt, message)
+        assert not any(labels) and not any(words) and not guess, (labels, words, guess)
+        assert not any(bars["heights"]), bars["heights"]
+        return
+    head = f"{bars['title']}; shares: "
+    assert alt.startswith(head) and alt.endswith(f"; {guess}"), (alt, bars["title"], guess)
+    listed = alt[len(head) : -len(guess) - 2]
+    said = re.findall(r"(\S+) (\d+%)", listed)
+    drawn = [(w, label) for w, label in zip(words, labels, strict=True) if label]
+    assert sorted(said) == sorted((w, label) for w, label in drawn if label != "<1%"), (
+        said,
+        drawn,
+    )
+    shares = [int(p.rstrip("%")) for _, p in said]
+    assert shares == sorted(shares, reverse=True), f"not largest first: {alt}"
+    assert ("<1%" in listed) == any(label == "<1%" for _, label in drawn), (alt, drawn)
+    for label, height in zip(labels, bars["heights"], strict=True):
+        if label.endswith("%") and label != "<1%":
+            _near(label.rstrip("%"), 100 * height, "a bar's label")
+    assert f'after "{words[len(drawn) - 1]}"' in guess, (guess, words)
+
+
 CHECKS: dict[str, Callable[[str, Values, Figure], None]] = {
     "VolumeKnobExplorer": _volume_knob,
     "ThreeStepsExplorer": _three_steps,
@@ -197,6 +224,7 @@ CHECKS: dict[str, Callable[[str, Values, Figure], None]] = {
     ),
     "HeadMapsExplorer": _same_as(lambda fig: fig["axes"][0]["title"]),
     "MistakeExplorer": _mistake,
+    "OwnSentenceExplorer": _own_sentence,
 }
 
 

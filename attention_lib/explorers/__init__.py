@@ -8,6 +8,7 @@ tests drive the same objects in-process by setting ``control.value``.
 
     crowded_room   notebook 01: the volume knob, the three steps, slots, a nudge
     trained        notebooks 01, 02: where "it" looks, every head's map (the trained model)
+    own_sentence   notebook 01: type your own sentence, see where a chosen word looks
     scaling        notebook 02: head width and scale against the weights
     mistakes       notebook 03: the four common mistakes, toggled
     gradients      notebook 04: the softmax Jacobian against the width; QK-norm
@@ -28,6 +29,7 @@ from .base import Explorer
 from .crowded_room import NudgeExplorer, SlotsExplorer, ThreeStepsExplorer, VolumeKnobExplorer
 from .gradients import GradientExplorer, QKNormExplorer
 from .mistakes import MistakeExplorer
+from .own_sentence import OwnSentenceExplorer
 from .scaling import ScalingExplorer
 from .tiling import OnlineSoftmaxExplorer, TilingExplorer
 from .trained import HeadMapsExplorer, WhereItLooksExplorer
@@ -40,6 +42,7 @@ __all__ = [
     "MistakeExplorer",
     "NudgeExplorer",
     "OnlineSoftmaxExplorer",
+    "OwnSentenceExplorer",
     "QKNormExplorer",
     "ScalingExplorer",
     "SlotsExplorer",

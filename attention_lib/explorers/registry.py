@@ -24,6 +24,7 @@ from .base import Explorer
 from .crowded_room import NudgeExplorer, SlotsExplorer, ThreeStepsExplorer, VolumeKnobExplorer
 from .gradients import GradientExplorer, QKNormExplorer
 from .mistakes import MISTAKES, MistakeExplorer
+from .own_sentence import OwnSentenceExplorer
 from .scaling import ScalingExplorer
 from .tiling import OnlineSoftmaxExplorer, TilingExplorer
 from .trained import HeadMapsExplorer, WhereItLooksExplorer
@@ -62,6 +63,15 @@ REGISTRY: tuple[Entry, ...] = (
         WhereItLooksExplorer,
         {"01_beginner_crowded_room": 1},
         {"WhereItLooks": WhereItLooksExplorer},
+        loads_model=True,
+    ),
+    Entry(
+        OwnSentenceExplorer,
+        {"01_beginner_crowded_room": 1},
+        {
+            "OwnSentence": OwnSentenceExplorer,
+            "OwnSentence unknown word": partial(OwnSentenceExplorer, "the dgo saw it"),
+        },
         loads_model=True,
     ),
     Entry(

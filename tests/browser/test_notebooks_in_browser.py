@@ -324,6 +324,27 @@ def check_where_it_looks(values: Values, inputs: dict, fig: Figure) -> None:
     assert ("(right)" in verdict) == (gaze.guess == gaze.answer), verdict
 
 
+def check_own_sentence(values: Values, inputs: dict, fig: Figure) -> None:
+    from attention_lib.lessons.own_sentence import own_gaze
+
+    ax, below = fig["axes"][:2]
+    gaze = own_gaze(str(values["sentence"]), values["word"], inputs["model"])
+    if isinstance(gaze, str):  # the model cannot read the box: the reason, and no bar
+        assert " ".join(ax["texts"][-1].split()) == gaze, (ax["texts"][-1], gaze)
+        assert not any(ax["heights"]), ax["heights"]
+        return
+    n = len(gaze.weights)
+    # the same weights and forward pass in this process: float64 noise at most
+    _close(ax["heights"][:n], gaze.weights, EXACT, f"shares at {values}")
+    assert all(h == 0 for h in ax["heights"][n:]), "bars past the chosen word"
+    word, share = gaze.top()
+    assert ax["title"].startswith(f'"{gaze.query_word}" looks most at "{word}"'), ax["title"]
+    if share >= 0.005:
+        shown = _number(r"\((\d+)%\)", ax["title"])
+        assert abs(shown - 100 * share) <= PERCENT_ROUNDING, (shown, share)
+    assert f'"{gaze.query_word}": "{gaze.guess}"' in below["texts"][-1], below["texts"][-1]
+
+
 ALTERNATIVE_NORMALISERS = {
     "softmax": softmax,
     "softmax1": softmax1,
@@ -430,6 +451,7 @@ CHECKS: dict[str, Check] = {
     "WhereItLooksExplorer": Check('{"model": e.model_name}', check_where_it_looks),
     "HeadMapsExplorer": Check("{}", check_head_maps),
     "MistakeExplorer": Check('{"name": e.name, "weights": e.weights}', check_mistake),
+    "OwnSentenceExplorer": Check('{"model": e.model_name}', check_own_sentence),
 }
 
 # Per notebook, the (explorer class, control) pairs the lesson relies on: the test fails
@@ -442,6 +464,7 @@ MUST_MOVE: dict[str, set[tuple[str, str]]] = {
         ("SlotsExplorer", "divide"),
         ("WhereItLooksExplorer", "sentence"),
         ("WhereItLooksExplorer", "volume"),
+        ("OwnSentenceExplorer", "word"),
     },
     "02_developer_scaling": {("ScalingExplorer", "width"), ("ScalingExplorer", "rule")},
     "04_researcher_variance_and_gradients": {

@@ -68,6 +68,7 @@ def test_builds_are_unique_and_split_by_the_trained_model():
     assert all(not e.loads_model for e, _ in fast.values())
     assert {e.name for e, _ in slow.values()} == {
         "WhereItLooksExplorer",
+        "OwnSentenceExplorer",
         "HeadMapsExplorer",
         "QKNormExplorer",
     }

@@ -45,13 +45,16 @@ MODEL_EXPLORERS = {test_id: build for test_id, (_, build) in builds(loads_model=
 
 def settings(control: widgets.Widget) -> list[object]:
     """The values a test sets ``control`` to: both ends of a slider, the other options of a
-    toggle or a dropdown (three at most) and back, the other state of a checkbox and back."""
+    toggle or a dropdown (three at most) and back, the other state of a checkbox and back,
+    a text box's three kinds of bad input and back."""
     if isinstance(control, widgets.FloatLogSlider):
         return [control.base**control.max, control.base**control.min]
     if isinstance(control, (widgets.IntSlider, widgets.FloatSlider)):
         return [control.max, control.min]
     if isinstance(control, widgets.Checkbox):
         return [not control.value, control.value]
+    if isinstance(control, widgets.Text):  # empty, an unknown word, too long, then back
+        return ["", "the dgo saw it", " ".join(["the dog"] * 20), control.value]
     options = [value for _, value in control._options_full]
     if isinstance(control, widgets.SelectionSlider):
         return [options[-1], options[0]]
