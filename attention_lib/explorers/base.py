@@ -28,6 +28,11 @@ element a polite live region and copies it into the picture's ``alt``, and the
 still picture carries it as its ``alt`` (`still_html`). A box of class
 `DESCRIBED` holds a picture and its alternative side by side, the convention
 the extension reads (`text_alternative`).
+
+A cell run again lets go of what it made before (`CellOwned`): an explorer, a
+prediction or an exercise gate made in a notebook cell closes the one the
+cell's previous run made, its widgets (the whole tree) and its figure, so a
+learner who re-runs cells while playing does not fill the kernel's memory.
 """
 
 from __future__ import annotations
@@ -35,13 +40,16 @@ from __future__ import annotations
 import gc
 import html
 import itertools
+import sys
 import threading
 import weakref
+from collections.abc import Iterable
 from typing import Any
 
 import ipywidgets as widgets
 import numpy as np
 from matplotlib.artist import Artist
+from matplotlib.backend_bases import FigureCanvasBase
 from matplotlib.figure import Figure
 
 from ..lessons.figures.still import data_url
@@ -52,12 +60,15 @@ __all__ = [
     "ALT",
     "DESCRIBED",
     "DRAWING",
+    "CellOwned",
     "Explorer",
     "ExplorerBox",
     "StillBox",
+    "close_widgets",
     "key_weight_bars",
     "live_explorers",
     "one_line",
+    "running_cell",
     "settle_long_lived",
     "still_html",
     "text_alternative",
@@ -100,11 +111,115 @@ _MADE = itertools.count()
 
 
 def live_explorers() -> list[Explorer]:
-    """Every explorer this process made that is still alive, oldest first."""
+    """Every explorer this process made that is still alive and not closed, oldest first."""
     return [explorer for _, explorer in sorted(_LIVE.items())]
 
 
-class Explorer:
+# -- what a cell made, let go of when the cell runs again -----------------------------------
+
+
+def running_cell() -> tuple[str, str] | None:
+    """The notebook cell running now and this run of it: (cell id, request id), or None.
+
+    JupyterLab and Notebook 7 send the cell's id in each execute request's
+    metadata (``cellId``). None outside a kernel (a script, the tests), while
+    a widget's message rather than a cell runs (a slider move, a button), and
+    where the front end sends no id (nbval, nbclient): there nothing made is
+    replaced, as before.
+    """
+    ipython = sys.modules.get("IPython")  # never imported here: no IPython, no kernel
+    shell = ipython.get_ipython() if ipython is not None else None
+    get_parent = getattr(shell, "get_parent", None)
+    if get_parent is None:
+        return None
+    parent = get_parent() or {}
+    header = parent.get("header") or {}
+    cell = (parent.get("metadata") or {}).get("cellId")
+    if header.get("msg_type") != "execute_request" or not cell or not header.get("msg_id"):
+        return None
+    return str(cell), str(header["msg_id"])
+
+
+# cell id -> (the request id of the run that made them, what that run made)
+_MADE_IN_CELL: dict[str, tuple[str, list[weakref.ref[CellOwned]]]] = {}
+
+
+def close_widgets(roots: Iterable[Any]) -> None:
+    """Close each widget among ``roots`` and every widget under it (its children, layout and
+    style, any widget it holds in a trait), and empty the boxes among them.
+
+    A closed widget leaves ipywidgets' registry and the kernel's comms, and its
+    views leave the page. Emptied, a closed box that something still holds (the
+    cell's ``Out`` entry for ``explorer.widget``) no longer holds its pictures.
+    """
+    stack = [root for root in roots if isinstance(root, widgets.Widget)]
+    seen: set[int] = set()
+    while stack:
+        widget = stack.pop()
+        if id(widget) in seen:
+            continue
+        seen.add(id(widget))
+        for name in widget.keys:
+            value = getattr(widget, name, None)
+            held = value if isinstance(value, (list, tuple)) else (value,)
+            stack.extend(w for w in held if isinstance(w, widgets.Widget))
+        widget.close()
+        if isinstance(widget, widgets.Box):
+            widget.children = ()  # closed: nothing is sent
+
+
+def _held_widgets(owner: object) -> list[widgets.Widget]:
+    """The widgets ``owner`` holds in its attributes, directly or in a list, tuple or dict."""
+    found = []
+    for value in vars(owner).values():
+        if isinstance(value, dict):
+            value = list(value.values())
+        held = value if isinstance(value, (list, tuple)) else (value,)
+        found.extend(w for w in held if isinstance(w, widgets.Widget))
+    return found
+
+
+class CellOwned:
+    """Something a notebook cell makes and shows (an explorer, a prediction, an exercise
+    gate): the cell's next run closes it.
+
+    A subclass calls `_replace_in_cell` as it is made, before it makes its
+    widgets: where a cell is running (`running_cell`), whatever that cell's
+    previous run made is closed first: otherwise ipywidgets' registry keeps
+    every widget open, and with the widgets' callbacks everything the object
+    holds (an explorer's figure and pixels), for the kernel's life. `close`
+    closes every widget the object holds (each whole tree, `close_widgets`);
+    subclasses let go of more (an explorer, its figure).
+    """
+
+    #: whether `close` has run: a closed object shows nothing and draws nothing
+    closed: bool = False
+
+    def _replace_in_cell(self) -> None:
+        """Close what the running cell's previous run made; be closed by its next run."""
+        running = running_cell()
+        if running is None:
+            return
+        cell, run = running
+        made = _MADE_IN_CELL.get(cell)
+        if made is None or made[0] != run:
+            before = [] if made is None else [ref() for ref in made[1]]
+            made = _MADE_IN_CELL[cell] = (run, [])
+            for owner in before:
+                if owner is not None:
+                    owner.close()
+        made[1].append(weakref.ref(self))
+
+    def close(self) -> None:
+        """Close every widget this holds, each with the widgets under it (`close_widgets`);
+        its views leave the page. Closing twice does nothing."""
+        if self.closed:
+            return
+        self.closed = True
+        close_widgets(_held_widgets(self))
+
+
+class Explorer(CellOwned):
     """Base class: subclasses draw in ``__init__`` and redraw in `update`.
 
     Subclasses call `_make_figure` once, create their controls, pass them to
@@ -125,8 +240,11 @@ class Explorer:
 
     def _make_figure(self, **kwargs: Any) -> Figure:
         """A new figure (``Figure(**kwargs)``) on its own canvas (`ExplorerCanvas`), unknown
-        to pyplot, and the Image that will show it."""
-        _LIVE[next(_MADE)] = self
+        to pyplot, and the Image that will show it; closes what the running cell's previous
+        run made (`CellOwned`)."""
+        self._replace_in_cell()
+        self._number = next(_MADE)
+        _LIVE[self._number] = self
         self.fig = Figure(**kwargs)
         ExplorerCanvas(self.fig)
         self.picture = widgets.Image(format="png")
@@ -191,7 +309,7 @@ class Explorer:
 
         def prepare() -> None:
             with DRAWING:
-                if self._background is None:
+                if self._background is None and not self.closed:
                     self._draw_background()
             settle_long_lived()  # idle now: the next collection walks only newer objects
 
@@ -206,6 +324,8 @@ class Explorer:
             self.controls.append(control)
 
     def _on_change(self, _change: dict[str, Any]) -> None:
+        if self.closed:
+            return
         with DRAWING:
             self.update()
             self.refresh()
@@ -226,7 +346,10 @@ class Explorer:
 
     def refresh(self) -> None:
         """Show the artists' current state: a blitted frame or a full redraw, encoded once
-        into the picture. Undisplayed, a full redraw is only asked for (``draw_idle``)."""
+        into the picture. Undisplayed, a full redraw is only asked for (``draw_idle``).
+        Closed, nothing."""
+        if self.closed:
+            return
         canvas = self.fig.canvas
         if self.blits:
             if self._background is None:
@@ -298,6 +421,8 @@ class Explorer:
             return self._box
         controls = widgets.HBox(self.controls)
         controls.add_class("al-controls")
+        self._controls_row = controls  # closed with the explorer, even where a subclass's
+        # `widget` puts rows of its own in its place
         note = widgets.HTML(f"{still_css()}<p><em>{html.escape(STILL_NOTE)}</em></p>")
         note.add_class("al-note")
         width = round(self.fig.bbox.width)
@@ -310,6 +435,29 @@ class Explorer:
         self._box.add_class(DESCRIBED)
         self.refresh()  # the first frame
         return self._box
+
+    def close(self) -> None:
+        """Close the explorer's widgets (`CellOwned.close`) and let go of its figure: its
+        artists, the canvas's pixels and cached background, the picture's PNG bytes.
+
+        Something may still hold the closed explorer (the cell's ``Out`` entry
+        holds its box, a prediction its callback): it then holds little.
+        """
+        if self.closed:
+            return
+        with DRAWING:  # a slider's message may be drawing on another thread
+            super().close()
+            _LIVE.pop(self._number, None)
+            timer = getattr(self, "_background_timer", None)
+            if timer is not None:
+                timer.stop()
+                self._background_timer = None
+            self._background = None
+            self.picture.value = b""
+            self.fig.clear()
+            FigureCanvasBase(self.fig)  # in place of the Agg canvas: its pixels and glyphs go
+            if self._box is not None:
+                self._box.explorer = None  # the box may outlive it in ``Out``
 
     def still(self) -> bytes:
         """The figure as it is now, as PNG bytes (the picture shown before the kernel runs).
@@ -376,9 +524,11 @@ class ExplorerBox(StillBox):
 
     def __init__(self, explorer: Explorer, children: list[widgets.Widget], **kwargs: Any) -> None:
         super().__init__(children, **kwargs)
-        self.explorer = explorer
+        self.explorer: Explorer | None = explorer  # None once the explorer is closed
 
     def still_bundle(self) -> dict[str, Any]:
+        if self.explorer is None:
+            return {}
         alt = one_line(self.explorer.describe())
         return {
             "text/html": still_html(self.explorer.still(), alt),

@@ -8,7 +8,9 @@ and solution wait in `attention_lib.lessons.exercises.gate.ExerciseGate`.)
 
 Its widget's display bundle also holds a one-line still version
 (`attention_lib.explorers.base.StillBox`), so a notebook opened without its
-kernel shows what the box is for instead of the widget's text.
+kernel shows what the box is for instead of the widget's text. A cell run
+again closes the prediction its previous run made
+(`attention_lib.explorers.base.CellOwned`).
 
 It marks its parts with CSS classes, the convention the browser test
 ``tests/browser/ask_before_telling.py`` reads: the box has `BOX`
@@ -21,12 +23,13 @@ paragraph of class `STILL`, so a saved notebook shows that it asks.
 from __future__ import annotations
 
 import html
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import ipywidgets as widgets
 
-from .base import DESCRIBED, StillBox, text_alternative
+from .base import DESCRIBED, CellOwned, StillBox, text_alternative
 from .controls import fit_label, fit_slider
 
 __all__ = [
@@ -92,14 +95,15 @@ class _NoteBox(StillBox):
 # -- exercises -----------------------------------------------------------------------------
 
 
-class Prediction:
+class Prediction(CellOwned):
     """A question, a guess the learner commits to, then the answer.
 
     ``guess`` is any value widget (a slider, toggle buttons...). "Lock in my
     guess" disables it, calls ``answer()`` (computed only now), and shows
     ``judge(guess, answer)``; ``reveal`` (an explorer's box, a figure in an
     Output) is hidden until then. A guess of None (nothing chosen yet)
-    cannot be locked in.
+    cannot be locked in. The cell that makes it closes it when run again
+    (`close`: its widgets and ``reveal``, with the widgets under them).
     """
 
     STILL = "A question to answer before the picture is shown (run the notebook first)."
@@ -112,13 +116,14 @@ class Prediction:
         judge: Callable[[Any, Any], str],
         reveal: widgets.Widget | None = None,
     ) -> None:
+        self._replace_in_cell()
         self.guess = guess
         self.answer = answer
         self.judge = judge
         self.answered: Any = None
         self.verdict = ""
         self.locked = False
-        self._on_lock: list[Callable[[], None]] = []
+        self._on_lock: list[Callable[[], Callable[[], None] | None]] = []
         self.question = widgets.HTML(f"<b>{html.escape(question)}</b>")
         self.button = widgets.Button(description="Lock in my guess", icon="lock")
         self.button.layout.width = "auto"
@@ -154,17 +159,27 @@ class Prediction:
             _show(self.result)
             if self.reveal is not None:
                 _show(self.reveal)
-            for callback in self._on_lock:
-                callback()
+            for held in self._on_lock:
+                callback = held()
+                owner = getattr(callback, "__self__", None)
+                if callback is not None and not (isinstance(owner, CellOwned) and owner.closed):
+                    callback()
         return self.verdict
 
     def when_locked(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` once the guess is locked in (at once if it already is): for a
-        later picture on the page that would give the answer away before then."""
+        later picture on the page that would give the answer away before then.
+
+        A method of a closed object (`CellOwned`: an explorer whose cell ran
+        again) is not called; the prediction holds a method weakly, so it keeps
+        no replaced explorer alive.
+        """
         if self.locked:
             callback()
+        elif hasattr(callback, "__self__") and hasattr(callback, "__func__"):
+            self._on_lock.append(weakref.WeakMethod(callback))
         else:
-            self._on_lock.append(callback)
+            self._on_lock.append(lambda: callback)
 
 
 def predict_number(

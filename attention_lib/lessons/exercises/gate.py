@@ -22,7 +22,8 @@ the browser tests read (``tests/browser/ask_before_telling.py`` and
 asked for), the hint button `HINT_BUTTON`; the box's still version, saved
 with the notebook, is a paragraph of class `STILL`. `BOX`, `ANSWER`,
 `BUTTON` and `STILL` are the ask-before-telling convention that
-`attention_lib.explorers.reveal` also follows.
+`attention_lib.explorers.reveal` also follows. A cell run again closes the
+gate its previous run made (`attention_lib.explorers.base.CellOwned`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Any
 import ipywidgets as widgets
 import numpy as np
 
+from ...explorers.base import CellOwned
 from ...normalisers import softmax
 from .base import Solution, attempt_seed
 from .feedback import checked
@@ -93,7 +95,7 @@ def _hidden(widget: widgets.Widget, hidden: bool = True) -> widgets.Widget:
 _OWN_LIMIT: Any = object()  # the exercise's own time limit
 
 
-class ExerciseGate:
+class ExerciseGate(CellOwned):
     """One exercise's attempt, hint ladder and solution (see the module docstring).
 
     ``key`` is the exercise's checker (``check_attention``) or its name
@@ -116,6 +118,7 @@ class ExerciseGate:
 
     def __init__(self, key: Any, *, seconds: float | None = _OWN_LIMIT) -> None:
         self.exercise = exercise(key)
+        self._replace_in_cell()
         name = self.exercise.name
         found = SOLUTIONS.get(name) or FLASH_SOLUTIONS.get(name)
         if found is None:  # a graded class: feedback, no hints or solution
