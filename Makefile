@@ -140,7 +140,7 @@ format: $(STAMP)
 # Every attention path side by side; results land in benchmarks/results/<machine>/.
 # BENCH_ARGS="--quick" for a short try.
 bench: $(STAMP)
-	$(BIN)/python -m attention_lib.bench $(BENCH_ARGS)
+	$(BIN)/python -m attention_course.bench $(BENCH_ARGS)
 
 # On a machine with an NVIDIA GPU, with that machine's own Python (torch, triton, numpy,
 # matplotlib, psutil, tqdm; no .venv, no network): the Triton kernels' correctness, then
@@ -154,12 +154,12 @@ gpu-wheels: $(STAMP)
 	$(BIN)/python scripts/gpu_check.py --fetch-wheels
 
 # Train the small models the notebooks load (a few minutes on two cores) and write their
-# weights and training report to attention_lib/model/trained/, then draw the report
+# weights and training report to attention_course/model/trained/, then draw the report
 # (report.png) beside it (then commit them).
 # MODEL_ARGS="--check" retrains into a temporary folder and compares with the committed report.
 model: $(STAMP)
-	$(BIN)/python -m attention_lib.model.training --jobs 2 $(MODEL_ARGS)
-	$(if $(findstring --check,$(MODEL_ARGS)),,$(BIN)/python -m attention_lib.lessons.figures)
+	$(BIN)/python -m attention_course.model.training --jobs 2 $(MODEL_ARGS)
+	$(if $(findstring --check,$(MODEL_ARGS)),,$(BIN)/python -m attention_course.lessons.figures)
 
 # Re-execute every notebook in place, storing fresh outputs (then commit them).
 notebooks: $(STAMP)

@@ -1,10 +1,10 @@
 """Our tiled path at an earlier commit and now, timed alternately in one process (a benchmark).
 
-Two runs of ``python -m attention_lib.bench --ratios-only``, one per commit,
+Two runs of ``python -m attention_course.bench --ratios-only``, one per commit,
 compare two runs: on a shared machine their ratios to SDPA moved by up to 17%
 either way with no change to the code in between, so a change of a few percent
 cannot be read from them. This times the three calls side by side instead,
-case by case, in the way `attention_lib.bench.ratios` times its own
+case by case, in the way `attention_course.bench.ratios` times its own
 (`ratios._alternate`: each call after a short rest, the rounds in
 `ratios.balanced_orders`, so that each of the three follows each equally
 often; the order flipped every round put this tree's call always in the
@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any
 
 import attention_lib
-from attention_lib.bench.machine import MachineLoad, busy_warnings, cpu_slug, machine_info
-from attention_lib.bench.ratios import RatioCase, _alternate, _inputs, default_cases
+from attention_course.bench.machine import MachineLoad, busy_warnings, cpu_slug, machine_info
+from attention_course.bench.ratios import RatioCase, _alternate, _inputs, default_cases
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"

@@ -30,8 +30,8 @@ import zlib
 import numpy as np
 from PIL import Image
 
-from attention_lib.explorers.frames import DEFLATE, PNG_SIGNATURE, encode_png
-from attention_lib.explorers.registry import REGISTRY
+from attention_course.explorers.frames import DEFLATE, PNG_SIGNATURE, encode_png
+from attention_course.explorers.registry import REGISTRY
 
 ROUNDS = 40
 

@@ -75,7 +75,7 @@ import psutil
 from latency import KERNEL_STAMPS, STAGES, move_stages  # benchmarks/latency.py
 
 import labdriver
-from attention_lib.bench.machine import MachineLoad, busy_warnings, cpu_slug, host_record
+from attention_course.bench.machine import MachineLoad, busy_warnings, cpu_slug, host_record
 from labdriver import OPEN_TIMEOUT_MS
 from labdriver import hub as hubdriver
 

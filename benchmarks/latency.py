@@ -62,7 +62,7 @@ from pathlib import Path
 import numpy as np
 
 import labdriver  # the browser driver (labdriver/): one way to start and drive the lab
-from attention_lib.bench.machine import MachineLoad, busy_warnings, cpu_model, cpu_slug, host_record
+from attention_course.bench.machine import MachineLoad, busy_warnings, cpu_model, cpu_slug, host_record
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -136,7 +136,7 @@ def _latency_in_kernel(rounds):
     import json, time
     import numpy as np
     import ipywidgets as w
-    from attention_lib.explorers.base import live_explorers
+    from attention_course.explorers.base import live_explorers
 
     def values_of(c):
         if isinstance(c, w.Checkbox):

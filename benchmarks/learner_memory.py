@@ -47,7 +47,7 @@ import numpy as np
 import psutil
 
 import labdriver  # the browser driver (labdriver/): one way to start and drive the lab
-from attention_lib.bench.machine import MachineLoad, busy_warnings, cpu_slug, host_record
+from attention_course.bench.machine import MachineLoad, busy_warnings, cpu_slug, host_record
 
 REPO = Path(__file__).resolve().parents[1]
 MiB = 2**20

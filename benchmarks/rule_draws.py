@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import attention_lib as al
-from attention_lib.bench.machine import cpu_model
+from attention_course.bench.machine import cpu_model
 from attention_lib.flash.accuracy import STABLE_ROWS, Check, reference, stable_batch
 
 PATHS = ("fused", "ops", "kernel", "math")

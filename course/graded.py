@@ -6,7 +6,7 @@ python -m course graded strip [PYTHON]    # a graded class's install: the soluti
 
 The first two run teachers/graded's scripts in this interpreter (the teacher's
 environment: the course and its teach extra). ``strip`` removes the solutions' one data
-module (attention_lib/lessons/exercises/answers.py, and its compiled copies) from the
+module (attention_course/lessons/exercises/answers.py, and its compiled copies) from the
 environment of PYTHON (default: this one), after ``pip install .`` there; it refuses a
 course that is installed from this checkout (editable), whose answers.py is the course's
 own source.
@@ -25,7 +25,7 @@ __all__ = ["FOLDER", "main", "solutions", "strip"]
 
 FOLDER = REPO / "teachers" / "graded"
 _FIND = (
-    "import importlib.util as u; s = u.find_spec('attention_lib.lessons.exercises'); "
+    "import importlib.util as u; s = u.find_spec('attention_course.lessons.exercises'); "
     "print(s.submodule_search_locations[0])"
 )
 

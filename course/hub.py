@@ -72,7 +72,7 @@ GRADED_MARKER = ".graded"
 #: the teacher's settings folder under the prefix (`write_settings`)
 TEACHER_SETTINGS = "jupyter-teacher"
 #: the solutions' one module, in the installed course (python -m course graded strip)
-_ANSWERS = "attention_lib/lessons/exercises/answers.py"
+_ANSWERS = "attention_course/lessons/exercises/answers.py"
 #: the notebook a learner lands on, relative to the course's folder in their home
 START_NOTEBOOK = "notebooks/00_start_here.ipynb"
 #: a learner's name: what useradd accepts and nothing a shell or a URL would bend

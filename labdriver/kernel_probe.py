@@ -80,7 +80,7 @@ def _browser_test_probe(inputs_by_class, full=True):
 
     import numpy as np
 
-    from attention_lib.explorers.base import live_explorers, one_line
+    from attention_course.explorers.base import live_explorers, one_line
 
     def plain(x):
         if isinstance(x, dict):

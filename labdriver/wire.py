@@ -52,7 +52,7 @@ __all__ = [
 
 #: the ipywidgets models a learner moves with arrow keys
 SLIDERS = ("IntSliderModel", "FloatSliderModel", "FloatLogSliderModel")
-EXPLORER_CLASS = "al-explorer"  # an explorer's box (attention_lib.explorers.base.ExplorerBox)
+EXPLORER_CLASS = "al-explorer"  # an explorer's box (attention_course.explorers.base.ExplorerBox)
 
 
 class WireError(RuntimeError):

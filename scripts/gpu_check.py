@@ -13,7 +13,7 @@
    backward pass, its weights in two parts); each held to FlashAttention's
    rule (at most twice PyTorch's own error against a float64 reference,
    `attention_lib.flash.accuracy`).
-2. The benchmark (`attention_lib.bench.gpu`): our kernels against SDPA's
+2. The benchmark (`attention_course.bench.gpu`): our kernels against SDPA's
    flash, cuDNN and memory-efficient backends, forward and forward+backward,
    and the memory figure at L = 65536. Results land in
    ``benchmarks/results/gpu-<device>/`` with this check's records
@@ -217,7 +217,7 @@ def main(argv=None) -> int:
     check_s = time.perf_counter() - start
     payload = None
     if device == "cuda" and not args.no_bench:
-        from attention_lib.bench import cli, gpu
+        from attention_course.bench import cli, gpu
 
         # do_bench's repeats shortened (its medians over 50 ms of calls) to fit five minutes
         timing = ["--warmup-ms", "10", "--rep-ms", "50", "--out", str(args.out)]

@@ -56,7 +56,7 @@ STILL_FIGURES: dict[str, dict[str, str | None]] = {
 def pictures_in(notebook: str) -> tuple[int, int]:
     """(explorer pictures, still figures) that ``notebook`` (its name without ``.ipynb``) shows:
     the explorers' registry's count and `STILL_FIGURES`'."""
-    from attention_lib.explorers.registry import shown_in
+    from attention_course.explorers.registry import shown_in
 
     return sum(shown_in(notebook).values()), len(STILL_FIGURES.get(notebook, {}))
 

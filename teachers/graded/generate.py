@@ -35,8 +35,8 @@ from pathlib import Path
 
 import nbformat
 
-from attention_lib.lessons.exercises.grading import EXERCISES
-from attention_lib.lessons.exercises.solutions import FLASH_SOLUTIONS, INSTALLED, SOLUTIONS
+from attention_course.lessons.exercises.grading import EXERCISES
+from attention_course.lessons.exercises.solutions import FLASH_SOLUTIONS, INSTALLED, SOLUTIONS
 
 HERE = Path(__file__).resolve().parent
 NOTEBOOKS = HERE.parents[1] / "notebooks"
@@ -72,7 +72,7 @@ ASSIGNMENTS = (
             "multi_head": 3,
         },
         "import math\n\nimport numpy as np\n\nfrom attention_lib import softmax\n"
-        "from attention_lib.lessons.exercises.grading import check",
+        "from attention_course.lessons.exercises.grading import check",
         "## Try it yourself",
         58277,
     ),
@@ -94,8 +94,8 @@ ASSIGNMENTS = (
         },
         "import math\n\nimport numpy as np\nimport torch\n\n"
         "from attention_lib import attention_weights\n"
-        "from attention_lib.lessons.exercises import skeleton_source\n"
-        "from attention_lib.lessons.exercises.grading import check\n\n"
+        "from attention_course.lessons.exercises import skeleton_source\n"
+        "from attention_course.lessons.exercises.grading import check\n\n"
         "np.set_printoptions(precision=4, suppress=True)  # short rows when you print arrays",
         "**Before you start.**",
         406253,
@@ -220,7 +220,7 @@ def source_notebook(assignment: Assignment) -> nbformat.NotebookNode:
                     f"# exercise {name!r}: the course's checker, run again when grading "
                     f"({points} point{'s' * (points > 1)})\n"
                     "### BEGIN HIDDEN TESTS\n"
-                    "from attention_lib.lessons.exercises.grading import grade\n\n"
+                    "from attention_course.lessons.exercises.grading import grade\n\n"
                     f'grade("{name}", globals().get("{name}"), seed={assignment.seed})\n'
                     "### END HIDDEN TESTS",
                     f"{name}_test",

@@ -9,9 +9,9 @@ import json
 import pytest
 import torch
 
-from attention_lib.bench import cli, cpu, ratios
-from attention_lib.bench.floor import OPERATIONS, format_floor, format_threads_and_processes
-from attention_lib.bench.machine import MachineLoad, busy_warnings
+from attention_course.bench import cli, cpu, ratios
+from attention_course.bench.floor import OPERATIONS, format_floor, format_threads_and_processes
+from attention_course.bench.machine import MachineLoad, busy_warnings
 from attention_lib.fits import fit_exponent
 
 
@@ -279,7 +279,7 @@ def test_ratios_only_writes_ratios_json(tmp_path):
     assert cli.main(args) == 0
     (written,) = tmp_path.glob("*/ratios.json")
     payload = json.loads(written.read_text())
-    assert payload["command"].startswith("python -m attention_lib.bench")
+    assert payload["command"].startswith("python -m attention_course.bench")
     assert {r["load"] for r in payload["ratios"]} == {"idle"}
     assert "cpu_model" in payload["info"] and len(payload["info"]["load_average"]) == 3
     assert not list(tmp_path.glob("*/results.json"))  # no sweep

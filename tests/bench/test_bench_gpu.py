@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from attention_lib.bench import cli, gpu
-from attention_lib.bench.machine import gpu_machine_name
+from attention_course.bench import cli, gpu
+from attention_course.bench.machine import gpu_machine_name
 
 
 def test_shapes_are_flashattention2s():
@@ -125,7 +125,7 @@ def test_results_are_written_as_json_csv_and_a_plot(tmp_path):
             for n in (1024, 4096)]  # fmt: skip
     rows.append(_row("sdpa cudnn", None, status="skipped"))
     payload = {
-        "command": "python -m attention_lib.bench",
+        "command": "python -m attention_course.bench",
         "info": {"machine": gpu_machine_name("NVIDIA H200"), "gpu": "NVIDIA H200"},
         "results": rows,
         "targets": gpu.evaluate_targets(rows),

@@ -20,7 +20,7 @@ sys.modules["compare_commits"] = compare_commits
 _spec.loader.exec_module(compare_commits)
 
 import attention_lib  # noqa: E402
-from attention_lib.bench.ratios import RatioCase  # noqa: E402
+from attention_course.bench.ratios import RatioCase  # noqa: E402
 
 
 @pytest.fixture(scope="module")

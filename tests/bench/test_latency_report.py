@@ -57,7 +57,7 @@ def test_report_flags_each_miss_against_its_own_target():
 
 
 def _load(others_share=0.0, before=(0.1, 0.1, 0.1), cpus=2):
-    load = latency.MachineLoad(cpus=cpus)  # attention_lib.bench.machine's, as latency uses it
+    load = latency.MachineLoad(cpus=cpus)  # attention_course.bench.machine's, as latency uses it
     load.before, load.after, load.during = before, (0.2, 0.2, 0.2), [0.5, 1.5]
     load.others_share = others_share
     return load

@@ -4,7 +4,7 @@
 tests use, straight after that page's one Run All (a Run All of its own per notebook
 cost a minute of the suite each).
 
-The convention this test reads (`attention_lib.explorers.reveal`, used by every prediction
+The convention this test reads (`attention_course.explorers.reveal`, used by every prediction
 and every exercise's solution in the course, whatever notebook shows it):
 
 - a box that asks before it tells has the CSS class ``al-reveal`` (`reveal.BOX`);
@@ -12,7 +12,7 @@ and every exercise's solution in the course, whatever notebook shows it):
   displayed until the answer is asked for;
 - the button that asks has ``al-reveal-button`` (`reveal.BUTTON`): a prediction's "Lock in
   my guess", a solution's "Show the solution" (in an exercise's box,
-  `attention_lib.lessons.exercises.gate`, enabled once its hints are all open: the test
+  `attention_course.lessons.exercises.gate`, enabled once its hints are all open: the test
   opens them first, as the learner's "guess");
 - a prediction's guess has ``al-reveal-guess`` (`reveal.GUESS`): a choice starts with
   nothing picked, so the test picks its first option; a slider keeps the value it shows;
@@ -43,8 +43,8 @@ from pathlib import Path
 import pytest
 
 import labdriver
-from attention_lib.explorers import reveal
-from attention_lib.lessons.exercises import gate
+from attention_course.explorers import reveal
+from attention_course.lessons.exercises import gate
 
 #: A shared run of this many words between an answer's prose and what is on the page counts
 #: as the answer being on the page (the lesson-overlap hook uses 8 for copied sentences).

@@ -38,7 +38,7 @@ import laptop
 import pytest
 
 import labdriver
-from attention_lib.explorers.registry import shown_in
+from attention_course.explorers.registry import shown_in
 from labdriver import a11y
 from labdriver.alternatives import check_alternative
 

@@ -29,7 +29,7 @@ import pytest
 from stills import check_still_figures
 
 import labdriver
-from attention_lib.explorers.registry import shown_in
+from attention_course.explorers.registry import shown_in
 
 FRONT_ENDS = ("lab", "notebook", "voila")
 QUICK = "01_beginner_crowded_room.ipynb"

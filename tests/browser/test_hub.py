@@ -424,7 +424,7 @@ def test_a_bad_link_says_so_and_changes_nothing(change, outcome, message, hub, l
 
 _FIND_ANSWERS = (
     "import importlib.util as u; "
-    "print(u.find_spec('attention_lib.lessons.exercises.answers') is not None)"
+    "print(u.find_spec('attention_course.lessons.exercises.answers') is not None)"
 )
 
 

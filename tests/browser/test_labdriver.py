@@ -35,7 +35,7 @@ matplotlib.use("Agg")
 import labdriver.kernel_probe
 assert not hasattr(labdriver.kernel_probe, "_browser_test_capture")  # imported: nothing installed
 handlers = len(logging.getLogger().handlers)
-from attention_lib.explorers.tiling import OnlineSoftmaxExplorer
+from attention_course.explorers.tiling import OnlineSoftmaxExplorer
 explorer = OnlineSoftmaxExplorer()
 exec(compile(labdriver.sources.kernel_probe(), "kernel_probe.py", "exec"))  # as the kernel does
 assert len(logging.getLogger().handlers) == handlers + 1

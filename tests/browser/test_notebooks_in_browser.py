@@ -54,10 +54,10 @@ from attention_lib import (
     softmax1,
     sparsemax,
 )
-from attention_lib.explorers.registry import REGISTRY, shown_in
+from attention_course.explorers.registry import REGISTRY, shown_in
 from attention_lib.flash import key_blocks
-from attention_lib.lessons.crowded_room import changed_hands, three_steps
-from attention_lib.lessons.scaling import weight_stats
+from attention_course.lessons.crowded_room import changed_hands, three_steps
+from attention_course.lessons.scaling import weight_stats
 from attention_lib.normalisers import softmax_jacobian
 from attention_lib.scales import scale_for, turn_volume
 from labdriver import RedrawTimeout, layout, open_notebook, restart, save_notebook, widget_outputs
@@ -302,7 +302,7 @@ def check_qk_norm(values: Values, inputs: dict, fig: Figure) -> None:
 
 
 def check_where_it_looks(values: Values, inputs: dict, fig: Figure) -> None:
-    from attention_lib.model.views import where_it_looks
+    from attention_course.model.views import where_it_looks
 
     # the explorer runs the model at the slider's value rounded to 6 decimals
     gaze = where_it_looks(
@@ -325,7 +325,7 @@ def check_where_it_looks(values: Values, inputs: dict, fig: Figure) -> None:
 
 
 def check_own_sentence(values: Values, inputs: dict, fig: Figure) -> None:
-    from attention_lib.lessons.own_sentence import own_gaze
+    from attention_course.lessons.own_sentence import own_gaze
 
     ax, below = fig["axes"][:2]
     gaze = own_gaze(str(values["sentence"]), values["word"], inputs["model"])
@@ -373,7 +373,7 @@ def check_alternatives(values: Values, inputs: dict, fig: Figure) -> None:
 
 
 def check_head_maps(values: Values, inputs: dict, fig: Figure) -> None:
-    from attention_lib.model.views import attention_maps
+    from attention_course.model.views import attention_maps
 
     maps = attention_maps(str(values["sentence"]), str(values["model"]))
     layer, head = int(values["layer"]), int(values["head"])

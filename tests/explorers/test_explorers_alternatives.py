@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from attention_lib import entmax15, softmax, softmax1, sparsemax
-from attention_lib.explorers.alternatives import PANELS, AlternativesExplorer
+from attention_course.explorers.alternatives import PANELS, AlternativesExplorer
 from attention_lib.variants import cosine_logits
 
 pytestmark = pytest.mark.filterwarnings("error")

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from support import control_values, frame_and_full_draw
 
-from attention_lib.explorers import VolumeKnobExplorer
-from attention_lib.explorers.registry import builds
+from attention_course.explorers import VolumeKnobExplorer
+from attention_course.explorers.registry import builds
 
 pytestmark = pytest.mark.filterwarnings("error")
 

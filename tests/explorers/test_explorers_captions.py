@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 from support import FLOAT64, control_settings, legends_over_bars, texts_outside
 
-from attention_lib.explorers import (
+from attention_course.explorers import (
     AlternativesExplorer,
     GradientExplorer,
     MistakeExplorer,
@@ -41,8 +41,8 @@ from attention_lib.explorers import (
     TilingExplorer,
     VolumeKnobExplorer,
 )
-from attention_lib.explorers.registry import builds
-from attention_lib.lessons.crowded_room import WORD_VALUES, percent, three_steps
+from attention_course.explorers.registry import builds
+from attention_course.lessons.crowded_room import WORD_VALUES, percent, three_steps
 
 pytestmark = pytest.mark.filterwarnings("error")
 

@@ -19,14 +19,14 @@ import pytest
 from support import FLOAT64
 
 from attention_lib import softmax
-from attention_lib.explorers import (
+from attention_course.explorers import (
     NudgeExplorer,
     SlotsExplorer,
     ThreeStepsExplorer,
     VolumeKnobExplorer,
 )
-from attention_lib.explorers.crowded_room import share_prediction
-from attention_lib.lessons.crowded_room import (
+from attention_course.explorers.crowded_room import share_prediction
+from attention_course.lessons.crowded_room import (
     FRIENDS,
     LESSON_HEAD_SLOTS,
     LESSON_SCORES,

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attention_lib.explorers import ScalingExplorer, VolumeKnobExplorer
-from attention_lib.explorers.canvas import ExplorerCanvas, frame_png
-from attention_lib.explorers.frames import DEFLATE, DEFLATE_LEVEL, PNG_SIGNATURE, encode_png
+from attention_course.explorers import ScalingExplorer, VolumeKnobExplorer
+from attention_course.explorers.canvas import ExplorerCanvas, frame_png
+from attention_course.explorers.frames import DEFLATE, DEFLATE_LEVEL, PNG_SIGNATURE, encode_png
 
 
 def decode(png: bytes) -> np.ndarray:
@@ -56,7 +56,7 @@ def test_without_isal_the_same_pixels_come_from_the_standard_librarys_zlib():
     child = (
         "import sys; sys.modules['isal'] = None\n"  # import isal now raises ImportError
         "import numpy as np\n"
-        "from attention_lib.explorers import frames\n"
+        "from attention_course.explorers import frames\n"
         "pixels = np.arange(6 * 7 * 3, dtype=np.uint8).reshape(6, 7, 3)\n"
         "sys.stdout.buffer.write(frames.DEFLATE.encode() + b'\\n' + frames.encode_png(pixels))\n"
     )

@@ -18,8 +18,8 @@ matplotlib.use("Agg")
 
 import pytest
 
-from attention_lib.explorers import VolumeKnobExplorer
-from attention_lib.explorers.base import live_explorers, settle_long_lived
+from attention_course.explorers import VolumeKnobExplorer
+from attention_course.explorers.base import live_explorers, settle_long_lived
 
 
 @pytest.fixture(autouse=True)

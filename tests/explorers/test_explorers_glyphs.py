@@ -17,9 +17,9 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from attention_lib.explorers import glyphs
-from attention_lib.explorers.glyphs import GlyphCachingCanvas, GlyphCachingRenderer
-from attention_lib.explorers.registry import builds
+from attention_course.explorers import glyphs
+from attention_course.explorers.glyphs import GlyphCachingCanvas, GlyphCachingRenderer
+from attention_course.explorers.registry import builds
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -111,7 +111,7 @@ def test_every_explorer_draws_through_the_cache_and_looks_the_same(test_id):
 
 
 def test_the_explorer_canvas_draws_through_the_cache_too():
-    from attention_lib.explorers.canvas import ExplorerCanvas
+    from attention_course.explorers.canvas import ExplorerCanvas
 
     assert issubclass(ExplorerCanvas, GlyphCachingCanvas)
     fig = text_figure()

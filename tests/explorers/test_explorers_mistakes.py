@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from support import FLOAT64
 
-from attention_lib.explorers.mistakes import (
+from attention_course.explorers.mistakes import (
     MISTAKES,
     MistakeExplorer,
     MistakeTable,
     code_pair_html,
 )
-from attention_lib.lessons.mistakes import (
+from attention_course.lessons.mistakes import (
     run_mask_after_softmax,
     run_model_width_scale,
     run_scale_as_knob,

@@ -13,11 +13,11 @@ import pytest
 from matplotlib.colors import to_hex
 from support import frame_and_full_draw, texts_outside
 
-from attention_lib.explorers import OwnSentenceExplorer
-from attention_lib.explorers.base import one_line
-from attention_lib.explorers.own_sentence import FIRST_SENTENCE, NO_PICTURE
-from attention_lib.lessons.figures.style import BLUE, ORANGE, VERMILLION
-from attention_lib.lessons.own_sentence import OwnGaze, own_gaze
+from attention_course.explorers import OwnSentenceExplorer
+from attention_course.explorers.base import one_line
+from attention_course.explorers.own_sentence import FIRST_SENTENCE, NO_PICTURE
+from attention_course.lessons.figures.style import BLUE, ORANGE, VERMILLION
+from attention_course.lessons.own_sentence import OwnGaze, own_gaze
 from labdriver.alternatives import check_alternative, control_values
 from labdriver.kernel_probe import _browser_test_figure
 

@@ -1,7 +1,7 @@
 """The registry of explorers is complete and true: every class, every notebook that shows one.
 
 The caption, still-picture and blit tests parametrise over
-`attention_lib.explorers.registry.builds`; these checks make sure an explorer
+`attention_course.explorers.registry.builds`; these checks make sure an explorer
 cannot be added without an entry, or shown in a notebook the entry does not
 name.
 """
@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-import attention_lib.explorers as explorers
-from attention_lib.explorers.base import Explorer
-from attention_lib.explorers.registry import REGISTRY, builds, entry, shown_in
+import attention_course.explorers as explorers
+from attention_course.explorers.base import Explorer
+from attention_course.explorers.registry import REGISTRY, builds, entry, shown_in
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("[0-9]*.ipynb"))
 
 
 def explorer_classes() -> set[type]:
-    """Every Explorer subclass defined in a module of attention_lib.explorers."""
+    """Every Explorer subclass defined in a module of attention_course.explorers."""
     found = set()
     for info in pkgutil.iter_modules(explorers.__path__):
         module = importlib.import_module(f"{explorers.__name__}.{info.name}")

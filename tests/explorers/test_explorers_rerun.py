@@ -1,4 +1,4 @@
-"""A cell run again lets go of what it made before (`attention_lib.explorers.base.CellOwned`).
+"""A cell run again lets go of what it made before (`attention_course.explorers.base.CellOwned`).
 
 An explorer, a prediction or an exercise gate made while a notebook cell runs
 closes the one that cell's previous run made: its widgets (each whole tree)
@@ -20,14 +20,14 @@ import pytest
 from ipywidgets.widgets.widget import _instances
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from attention_lib.explorers import ScalingExplorer, ThreeStepsExplorer, VolumeKnobExplorer
-from attention_lib.explorers import base as explorer_base
-from attention_lib.explorers.base import close_widgets, live_explorers, running_cell
-from attention_lib.explorers.crowded_room import share_prediction
-from attention_lib.explorers.registry import builds
-from attention_lib.explorers.reveal import predict_choice
-from attention_lib.lessons.exercises import check_scale_rule
-from attention_lib.lessons.exercises.gate import ExerciseGate
+from attention_course.explorers import ScalingExplorer, ThreeStepsExplorer, VolumeKnobExplorer
+from attention_course.explorers import base as explorer_base
+from attention_course.explorers.base import close_widgets, live_explorers, running_cell
+from attention_course.explorers.crowded_room import share_prediction
+from attention_course.explorers.registry import builds
+from attention_course.explorers.reveal import predict_choice
+from attention_course.lessons.exercises import check_scale_rule
+from attention_course.lessons.exercises.gate import ExerciseGate
 
 
 class Cells:

@@ -14,8 +14,8 @@ import ipywidgets as widgets
 import numpy as np
 import pytest
 
-from attention_lib.explorers import VolumeKnobExplorer
-from attention_lib.explorers.reveal import Prediction, predict_choice, predict_number
+from attention_course.explorers import VolumeKnobExplorer
+from attention_course.explorers.reveal import Prediction, predict_choice, predict_number
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -111,7 +111,7 @@ def _classes(widget: widgets.Widget) -> set[str]:
 
 
 def test_every_ask_before_telling_box_marks_its_parts():
-    from attention_lib.explorers import reveal
+    from attention_course.explorers import reveal
 
     picture = widgets.Image()
     prediction = predict_number(
@@ -127,9 +127,9 @@ def test_every_ask_before_telling_box_marks_its_parts():
 
 @pytest.mark.parametrize("name", ["share", "spread", "divide_by_d"])
 def test_the_course_predictions_keep_their_answer_until_locked_in(name):
-    from attention_lib.explorers.crowded_room import share_prediction
-    from attention_lib.explorers.gradients import spread_prediction
-    from attention_lib.explorers.scaling import divide_by_d_prediction
+    from attention_course.explorers.crowded_room import share_prediction
+    from attention_course.explorers.gradients import spread_prediction
+    from attention_course.explorers.scaling import divide_by_d_prediction
 
     rng = np.random.default_rng(0)
     build = {
@@ -158,7 +158,7 @@ def test_the_course_predictions_keep_their_answer_until_locked_in(name):
 def test_the_share_prediction_shows_the_three_steps_only_when_locked():
     import html
 
-    from attention_lib.explorers.crowded_room import (
+    from attention_course.explorers.crowded_room import (
         format_three_steps,
         share_prediction,
         three_steps,
@@ -173,8 +173,8 @@ def test_the_share_prediction_shows_the_three_steps_only_when_locked():
 
 
 def test_an_answer_picture_shrinks_with_its_cell_and_has_no_margin_to_pass_it():
-    from attention_lib.explorers.crowded_room import share_prediction
-    from attention_lib.explorers.reveal import answer_picture
+    from attention_course.explorers.crowded_room import share_prediction
+    from attention_course.explorers.reveal import answer_picture
 
     wide = answer_picture(b"\x89PNG", alt="a picture", width=840).children[0]
     assert (wide.layout.width, wide.layout.max_width, wide.layout.margin) == ("840px", "100%", "0")

@@ -27,10 +27,10 @@ import pytest
 from PIL import Image
 from support import texts_outside
 
-from attention_lib.explorers import ScalingExplorer, VolumeKnobExplorer
-from attention_lib.explorers.canvas import STILL_NOTE, ExplorerCanvas, still_css
-from attention_lib.explorers.controls import SLIDER_TRACK_PX
-from attention_lib.explorers.registry import builds
+from attention_course.explorers import ScalingExplorer, VolumeKnobExplorer
+from attention_course.explorers.canvas import STILL_NOTE, ExplorerCanvas, still_css
+from attention_course.explorers.controls import SLIDER_TRACK_PX
+from attention_course.explorers.registry import builds
 
 pytestmark = pytest.mark.filterwarnings("error")
 

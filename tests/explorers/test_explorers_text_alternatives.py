@@ -27,13 +27,13 @@ import ipywidgets as widgets
 import numpy as np
 import pytest
 
-from attention_lib.explorers import ThreeStepsExplorer, VolumeKnobExplorer
-from attention_lib.explorers.base import ALT, DESCRIBED, one_line
-from attention_lib.explorers.canvas import STILL_NOTE
-from attention_lib.explorers.crowded_room import share_prediction
-from attention_lib.explorers.gradients import spread_prediction
-from attention_lib.explorers.registry import REGISTRY, builds
-from attention_lib.explorers.reveal import answer_picture
+from attention_course.explorers import ThreeStepsExplorer, VolumeKnobExplorer
+from attention_course.explorers.base import ALT, DESCRIBED, one_line
+from attention_course.explorers.canvas import STILL_NOTE
+from attention_course.explorers.crowded_room import share_prediction
+from attention_course.explorers.gradients import spread_prediction
+from attention_course.explorers.registry import REGISTRY, builds
+from attention_course.explorers.reveal import answer_picture
 from labdriver.alternatives import CHECKS, check_alternative, control_values
 from labdriver.kernel_probe import _browser_test_figure
 

@@ -13,14 +13,14 @@ from matplotlib.colors import to_rgba
 from support import FLOAT64
 
 from attention_lib import scaled_dot_product_attention, softmax
-from attention_lib.explorers.tiling import (
+from attention_course.explorers.tiling import (
     OnlineSoftmaxExplorer,
     TilingExplorer,
     default_stream,
     uncovered_rectangles,
 )
 from attention_lib.flash import key_blocks, query_blocks
-from attention_lib.lessons.online import online_softmax_steps
+from attention_course.lessons.online import online_softmax_steps
 
 pytestmark = pytest.mark.filterwarnings("error")  # no RuntimeWarning, no matplotlib warning
 

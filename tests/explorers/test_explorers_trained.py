@@ -13,11 +13,11 @@ import pytest
 from matplotlib.text import Text
 from support import control_values, frame_and_full_draw, legends_over_bars
 
-from attention_lib.explorers import HeadMapsExplorer, WhereItLooksExplorer
-from attention_lib.explorers.base import ExplorerBox
-from attention_lib.explorers.canvas import STILL_NOTE
-from attention_lib.explorers.registry import builds
-from attention_lib.explorers.trained import masked_staircase, volume_words
+from attention_course.explorers import HeadMapsExplorer, WhereItLooksExplorer
+from attention_course.explorers.base import ExplorerBox
+from attention_course.explorers.canvas import STILL_NOTE
+from attention_course.explorers.registry import builds
+from attention_course.explorers.trained import masked_staircase, volume_words
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.filterwarnings("error")
 EXPLORERS = {
     test_id: build
     for test_id, (entry, build) in builds(loads_model=True).items()
-    if entry.cls.__module__ == "attention_lib.explorers.trained"
+    if entry.cls.__module__ == "attention_course.explorers.trained"
 }
 CONTROL_ROW_PX = 40  # one row of ipywidgets controls, as JupyterLab draws them
 MAX_HEIGHT_PX = 640
@@ -70,7 +70,7 @@ def _cycle_sentences(e):
 
 @pytest.mark.parametrize("explorer", ["HeadMaps", "WhereItLooks"], indirect=True)
 def test_a_sentence_once_drawn_keeps_its_background(explorer, monkeypatch):
-    from attention_lib.explorers.base import Explorer
+    from attention_course.explorers.base import Explorer
 
     explorer.blit = True
     explorer.fig.canvas.draw()
@@ -90,7 +90,7 @@ def test_a_sentence_once_drawn_keeps_its_background(explorer, monkeypatch):
 @pytest.mark.parametrize("explorer", ["HeadMaps", "WhereItLooks"], indirect=True)
 def test_every_sentences_background_is_drawn_while_idle(explorer, monkeypatch):
     """Agg's timers never fire, so the test ticks the prefetch itself, as ipympl's would."""
-    from attention_lib.explorers.base import Explorer
+    from attention_course.explorers.base import Explorer
 
     e = explorer
     e.blit = True

@@ -31,12 +31,12 @@ from hypothesis import strategies as st
 
 from attention_lib import scaled_dot_product_attention as library_attention
 from attention_lib import softmax
-from attention_lib.lessons.exercises import SOLUTIONS, grading
-from attention_lib.lessons.exercises.base import SEEDS
-from attention_lib.lessons.exercises.feedback import feedback
-from attention_lib.lessons.exercises.gate import ExerciseGate
-from attention_lib.lessons.exercises.registry import EXERCISES, run
-from attention_lib.lessons.exercises.solutions import solution_function
+from attention_course.lessons.exercises import SOLUTIONS, grading
+from attention_course.lessons.exercises.base import SEEDS
+from attention_course.lessons.exercises.feedback import feedback
+from attention_course.lessons.exercises.gate import ExerciseGate
+from attention_course.lessons.exercises.registry import EXERCISES, run
+from attention_course.lessons.exercises.solutions import solution_function
 
 online_update = solution_function("online_update")  # what exercise 2's attempts build on
 SEED = 23
@@ -411,8 +411,8 @@ def test_every_kind_of_miss_has_attempts() -> None:
 
 
 def test_a_float32_update_lists_the_rows_it_differs_in_by_the_verdicts_tolerance() -> None:
-    from attention_lib.lessons.exercises.base import rows_close
-    from attention_lib.lessons.exercises.online_update import _update_mistake, update_cases
+    from attention_course.lessons.exercises.base import rows_close
+    from attention_course.lessons.exercises.online_update import _update_mistake, update_cases
 
     case = update_cases(SEED)[1]
     state, want = case.states()
@@ -586,7 +586,7 @@ needs_triton = pytest.mark.skipif(
 
 
 def _kernel_body(old: str, new: str) -> str:
-    from attention_lib.lessons.exercises import FLASH_SOLUTIONS
+    from attention_course.lessons.exercises import FLASH_SOLUTIONS
 
     body = FLASH_SOLUTIONS["key_block"].code
     assert old in body, old
@@ -623,8 +623,8 @@ KERNEL_ATTEMPTS = {  # body -> (cause, words)
 @needs_triton
 @pytest.mark.slow
 def test_the_kernel_launches_cover_every_width_and_the_wrong_bodies_are_named() -> None:
-    from attention_lib.lessons.exercises import FLASH_SOLUTIONS
-    from attention_lib.lessons.exercises.key_block import check_key_blocks, kernel_cases
+    from attention_course.lessons.exercises import FLASH_SOLUTIONS
+    from attention_course.lessons.exercises.key_block import check_key_blocks, kernel_cases
 
     for seed in (0, 1, 2):
         assert sorted(c.width for c in kernel_cases(seed)[:3]) == [16, 32, 64]

@@ -27,9 +27,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from attention_lib.bench.results import BenchmarkRun
-from attention_lib.lessons.alternatives import FeatureErrorRow, SinkRun, TimingRow
-from attention_lib.lessons.figures import (
+from attention_course.bench.results import BenchmarkRun
+from attention_course.lessons.alternatives import FeatureErrorRow, SinkRun, TimingRow
+from attention_course.lessons.figures import (
     benchmark_figure,
     cpu_and_gpu_figure,
     feature_error_figure,
@@ -42,9 +42,9 @@ from attention_lib.lessons.figures import (
     timing_figure,
     traffic_figure,
 )
-from attention_lib.lessons.figures.style import MODEL_COLOURS, SERIES_COLOURS, WORD_COLOURS
-from attention_lib.lessons.saturation import RetrievalRun
-from attention_lib.model.report import load_report
+from attention_course.lessons.figures.style import MODEL_COLOURS, SERIES_COLOURS, WORD_COLOURS
+from attention_course.lessons.saturation import RetrievalRun
+from attention_course.model.report import load_report
 
 VISIONS = ("deuteranomaly", "protanomaly", "tritanomaly")
 MIN_DELTA_E = 10.0

@@ -11,8 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from attention_lib.bench import cpu as cpu_suite
-from attention_lib.bench.results import (
+from attention_course.bench import cpu as cpu_suite
+from attention_course.bench.results import (
     benchmark_headline,
     describe_exponents,
     expected_exponent,
@@ -20,13 +20,13 @@ from attention_lib.bench.results import (
     time_steps,
 )
 from attention_lib.fits import log_log_slope
-from attention_lib.lessons.cost import (
+from attention_course.lessons.cost import (
     format_cost_table,
     format_memory_table,
     head_cost,
     tiled_memory,
 )
-from attention_lib.lessons.figures import plot_benchmark
+from attention_course.lessons.figures import plot_benchmark
 
 MiB = 1024 * 1024
 
@@ -101,7 +101,7 @@ LENGTHS = [256, 512, 1024, 2048]
 
 
 def fake_suite(machine: str, gpu: str | None = None) -> dict:
-    """A suite as `attention_lib.bench.cpu.run_suite` returns it, with made-up times ∝ L²
+    """A suite as `attention_course.bench.cpu.run_suite` returns it, with made-up times ∝ L²
     and memory ∝ L or L²."""
     results = []
     for causal in (False, True):
@@ -138,7 +138,7 @@ def test_load_reads_every_machine(results_root) -> None:
     assert cpu.label == "cpu-2core-x86_64 (2 CPU cores, 2 torch threads, float32)"
     assert gpu.label == "gpu-nvidia-h200 (NVIDIA H200, float32)"
     assert cpu.paths == ["numpy reference", "torch tiled"] and cpu.widths == [64]
-    assert cpu.command.startswith("python -m attention_lib.bench")
+    assert cpu.command.startswith("python -m attention_course.bench")
 
 
 def test_series_keeps_only_successful_measurements(results_root) -> None:
@@ -264,7 +264,7 @@ def test_time_steps_refuses_bad_input() -> None:
 
 def test_a_run_says_how_many_heads_each_measurement_ran(results_root, tmp_path) -> None:
     cpu = load_benchmarks(results_root)[0]
-    assert cpu.batch_heads == 8  # attention_lib.bench.cpu.Case's default
+    assert cpu.batch_heads == 8  # attention_course.bench.cpu.Case's default
     mixed = dict(json.loads(cpu.source.read_text()))
     mixed["results"] = [*mixed["results"], {**mixed["results"][0], "batch_heads": 1}]
     (tmp_path / "m").mkdir()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attention_lib.lessons.cost import attention_traffic, format_traffic_table
+from attention_course.lessons.cost import attention_traffic, format_traffic_table
 
 
 def test_standard_forward_and_backward_counts():
@@ -76,7 +76,7 @@ def test_bad_arguments():
 def test_the_traffic_figure_draws_the_counts_and_computes_its_title():
     import matplotlib.pyplot as plt
 
-    from attention_lib.lessons.figures import plot_traffic
+    from attention_course.lessons.figures import plot_traffic
 
     fig, ax = plt.subplots()
     plot_traffic(ax, [4096, 1024], width=64, block=128, dtype="float16")

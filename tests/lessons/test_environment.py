@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from attention_lib.lessons import environment
+from attention_course.lessons import environment
 from labdriver import REPO
 
 
@@ -39,7 +39,7 @@ def test_the_check_prints_the_childs_report_and_the_caller_never_imports_torch()
     code = textwrap.dedent(
         """
         import io, json, sys, contextlib
-        from attention_lib.lessons import environment
+        from attention_course.lessons import environment
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             environment.check()
@@ -71,6 +71,6 @@ def test_a_missing_torch_stops_the_check_with_the_childs_own_error(tmp_path, mon
 
 
 def test_a_check_past_its_time_is_refused_with_the_time():
-    finish = r"attention_lib\.lessons\.environment\) did not finish in 0\.01 s"
+    finish = r"attention_course\.lessons\.environment\) did not finish in 0\.01 s"
     with pytest.raises(RuntimeError, match=finish):
         environment.check(timeout=0.01)

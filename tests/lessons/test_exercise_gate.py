@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from attention_lib import softmax
-from attention_lib.lessons.exercises import (
+from attention_course.lessons.exercises import (
     FLASH_SOLUTIONS,
     SOLUTIONS,
     check_attention,
@@ -18,10 +18,10 @@ from attention_lib.lessons.exercises import (
     check_multi_head,
     check_scale_rule,
 )
-from attention_lib.lessons.exercises.base import attempt_seed
-from attention_lib.lessons.exercises.feedback import feedback
-from attention_lib.lessons.exercises.gate import ExerciseGate
-from attention_lib.lessons.exercises.registry import EXERCISES
+from attention_course.lessons.exercises.base import attempt_seed
+from attention_course.lessons.exercises.feedback import feedback
+from attention_course.lessons.exercises.gate import ExerciseGate
+from attention_course.lessons.exercises.registry import EXERCISES
 
 
 def attention_gate(**kwargs) -> ExerciseGate:

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from attention_lib import softmax
-from attention_lib.lessons.exercises import SOLUTIONS, check_attention, check_scale_rule
-from attention_lib.lessons.exercises.attention import (
+from attention_course.lessons.exercises import SOLUTIONS, check_attention, check_scale_rule
+from attention_course.lessons.exercises.attention import (
     HINT_MASK_AFTER,
     HINT_MASK_IGNORED,
     HINT_MASK_INVERTED,
@@ -26,9 +26,9 @@ from attention_lib.lessons.exercises.attention import (
     HINT_WRONG_AXIS,
     attention_cases,
 )
-from attention_lib.lessons.exercises.multi_head import multi_head_cases
-from attention_lib.lessons.exercises.scale_rule import scale_rule_logits
-from attention_lib.lessons.mistakes import attend_mask_after_softmax, attend_wrong_axis
+from attention_course.lessons.exercises.multi_head import multi_head_cases
+from attention_course.lessons.exercises.scale_rule import scale_rule_logits
+from attention_course.lessons.mistakes import attend_mask_after_softmax, attend_wrong_axis
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -421,7 +421,7 @@ def mask_not_written(lengths, size):
 
 
 def test_the_combined_mask_solution_and_a_right_mask_pass() -> None:
-    from attention_lib.lessons.exercises import check_combined_mask
+    from attention_course.lessons.exercises import check_combined_mask
 
     for fn in (mask_right, _defined(SOLUTIONS["combined_mask"])):
         report = check_combined_mask(fn, verbose=False, seed=SEED)
@@ -430,7 +430,7 @@ def test_the_combined_mask_solution_and_a_right_mask_pass() -> None:
 
 
 def test_the_mask_cases_are_drawn_and_padded_as_promised() -> None:
-    from attention_lib.lessons.exercises.combined_mask import mask_cases
+    from attention_course.lessons.exercises.combined_mask import mask_cases
 
     for seed in range(20):
         none, three, every = mask_cases(seed)
@@ -454,8 +454,8 @@ def test_the_mask_cases_are_drawn_and_padded_as_promised() -> None:
     ],
 )
 def test_the_usual_mask_mistakes_get_their_message(fn, cause: str, hint_name: str) -> None:
-    from attention_lib.lessons.exercises import check_combined_mask
-    from attention_lib.lessons.exercises import combined_mask as exercises
+    from attention_course.lessons.exercises import check_combined_mask
+    from attention_course.lessons.exercises import combined_mask as exercises
 
     report = check_combined_mask(fn, verbose=False, seed=SEED)
     assert not report.passed and report.cause == cause, str(report)
@@ -464,7 +464,7 @@ def test_the_usual_mask_mistakes_get_their_message(fn, cause: str, hint_name: st
 
 
 def test_the_padding_query_convention_is_stated_as_a_convention() -> None:
-    from attention_lib.lessons.exercises import check_combined_mask
+    from attention_course.lessons.exercises import check_combined_mask
 
     report = check_combined_mask(mask_rows_too, verbose=False, seed=SEED)
     assert "This exercise's convention: a padding query keeps the real keys" in report.hint
@@ -474,8 +474,8 @@ def test_the_padding_query_convention_is_stated_as_a_convention() -> None:
 
 
 def test_a_mask_of_the_wrong_kind_is_told_what_kind_it_must_be() -> None:
-    from attention_lib.lessons.exercises import check_combined_mask
-    from attention_lib.lessons.exercises.combined_mask import mask_cases
+    from attention_course.lessons.exercises import check_combined_mask
+    from attention_course.lessons.exercises.combined_mask import mask_cases
 
     floats = check_combined_mask(mask_as_floats, verbose=False, seed=SEED)
     assert floats.cause == "dtype" and "adds a float mask to the scores" in floats.hint
@@ -554,7 +554,7 @@ def decode_output_only(q, k, v, k_cache, v_cache):
 
 
 def test_the_decode_step_solution_and_a_right_step_pass() -> None:
-    from attention_lib.lessons.exercises import check_decode_step
+    from attention_course.lessons.exercises import check_decode_step
 
     for fn in (decode_right, _defined(SOLUTIONS["decode_step"])):
         report = check_decode_step(fn, verbose=False, seed=SEED)
@@ -575,8 +575,8 @@ def test_the_decode_step_solution_and_a_right_step_pass() -> None:
     ],
 )
 def test_the_usual_decode_mistakes_get_their_message(fn, cause: str, hint_name: str) -> None:
-    from attention_lib.lessons.exercises import check_decode_step
-    from attention_lib.lessons.exercises import decode as exercises
+    from attention_course.lessons.exercises import check_decode_step
+    from attention_course.lessons.exercises import decode as exercises
 
     with np.errstate(invalid="ignore", divide="ignore"):  # a softmax over an empty cache
         report = check_decode_step(fn, verbose=False, seed=SEED)
@@ -585,7 +585,7 @@ def test_the_usual_decode_mistakes_get_their_message(fn, cause: str, hint_name: 
 
 
 def test_a_decode_step_without_its_cache_is_told_what_to_return() -> None:
-    from attention_lib.lessons.exercises import check_decode_step
+    from attention_course.lessons.exercises import check_decode_step
 
     report = check_decode_step(decode_output_only, verbose=False, seed=SEED)
     assert report.cause == "returns" and "(output, k_cache, v_cache)" in report.hint
@@ -595,7 +595,7 @@ def test_a_decode_step_without_its_cache_is_told_what_to_return() -> None:
 
 def test_the_top_left_mistake_passes_the_case_where_top_left_is_right() -> None:
     # with an empty cache (P = 0) the score matrix is square and both alignments agree
-    from attention_lib.lessons.exercises import check_decode_step
+    from attention_course.lessons.exercises import check_decode_step
 
     report = check_decode_step(decode_top_left, verbose=False, seed=SEED)
     assert [c.passed for c in report.cases][:5] == [False, False, False, False, True]
@@ -675,7 +675,7 @@ HEAD_MISTAKES = [
 
 
 def test_the_multi_head_solution_passes_every_case() -> None:
-    from attention_lib.lessons.exercises import check_multi_head
+    from attention_course.lessons.exercises import check_multi_head
 
     for fn in (_defined(SOLUTIONS["multi_head"]), _heads()):
         report = check_multi_head(fn, verbose=False, seed=SEED)
@@ -699,7 +699,7 @@ def test_the_multi_head_cases_have_heads_8_16_and_32_wide() -> None:
 
 @pytest.mark.parametrize(("cause", "words", "fn"), HEAD_MISTAKES, ids=[m[0] for m in HEAD_MISTAKES])
 def test_each_multi_head_mistake_is_named_with_its_numbers(cause, words, fn) -> None:
-    from attention_lib.lessons.exercises import check_multi_head
+    from attention_course.lessons.exercises import check_multi_head
 
     report = check_multi_head(fn, verbose=False, seed=SEED)
     assert not report.passed and report.cause == cause, str(report)
@@ -707,7 +707,7 @@ def test_each_multi_head_mistake_is_named_with_its_numbers(cause, words, fn) -> 
 
 
 def test_a_scale_fixed_for_one_head_width_is_named_on_the_others() -> None:
-    from attention_lib.lessons.exercises import check_multi_head
+    from attention_course.lessons.exercises import check_multi_head
 
     report = check_multi_head(_heads(root=lambda x, h: 16), verbose=False, seed=SEED)
     assert not report.passed
@@ -718,7 +718,7 @@ def test_a_scale_fixed_for_one_head_width_is_named_on_the_others() -> None:
 
 
 def test_multi_head_bad_returns_get_one_sentence() -> None:
-    from attention_lib.lessons.exercises import check_multi_head
+    from attention_course.lessons.exercises import check_multi_head
 
     wrong_shape = check_multi_head(lambda x, *w: x[:, :, :4], verbose=False, seed=SEED)
     assert wrong_shape.cause == "shape" and f"should have shape {(B, T, D)}" in wrong_shape.hint

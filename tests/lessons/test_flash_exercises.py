@@ -15,16 +15,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attention_lib.lessons.exercises.base import rows_text
-from attention_lib.lessons.exercises.feedback import feedback
-from attention_lib.lessons.exercises.flash_backward import backward_cases, check_flash_backward
-from attention_lib.lessons.exercises.flash_forward import check_flash_forward, forward_cases
-from attention_lib.lessons.exercises.online_update import (
+from attention_course.lessons.exercises.base import rows_text
+from attention_course.lessons.exercises.feedback import feedback
+from attention_course.lessons.exercises.flash_backward import backward_cases, check_flash_backward
+from attention_course.lessons.exercises.flash_forward import check_flash_forward, forward_cases
+from attention_course.lessons.exercises.online_update import (
     check_online_update,
     update_cases,
     whole_row_case,
 )
-from attention_lib.lessons.exercises.solutions import (
+from attention_course.lessons.exercises.solutions import (
     FLASH_SOLUTIONS,
     solution_function,
     solution_scope,
@@ -629,7 +629,7 @@ KEY_LOOP_MISTAKES = [
 
 
 def test_each_step_of_exercise_2_passes_its_solution():
-    from attention_lib.lessons.exercises import check_diagonal_mask, check_key_loop, check_key_stop
+    from attention_course.lessons.exercises import check_diagonal_mask, check_key_loop, check_key_stop
 
     for seed in (SEED, 0):
         assert check_key_loop(solution_function("key_loop"), verbose=False, seed=seed).passed
@@ -644,7 +644,7 @@ def test_each_step_of_exercise_2_passes_its_solution():
     ("cause", "words", "fn"), KEY_LOOP_MISTAKES, ids=[m[0] for m in KEY_LOOP_MISTAKES]
 )
 def test_each_key_loop_mistake_gets_its_own_message(cause, words, fn):
-    from attention_lib.lessons.exercises import check_key_loop
+    from attention_course.lessons.exercises import check_key_loop
 
     report = check_key_loop(fn, verbose=False, seed=SEED)
     assert not report.passed and report.cause == cause, str(report)
@@ -668,7 +668,7 @@ def test_each_key_loop_mistake_gets_its_own_message(cause, words, fn):
     ids=["every key", "r1 - 1", "past the end", "not causal", "a list", "a bool"],
 )
 def test_each_key_stop_mistake_gets_its_own_message(cause, words, fn):
-    from attention_lib.lessons.exercises import check_key_stop
+    from attention_course.lessons.exercises import check_key_stop
 
     report = check_key_stop(fn, verbose=False, seed=SEED)
     assert not report.passed and report.cause == cause, str(report)
@@ -714,7 +714,7 @@ def _mask_in_place(s, r0, k0):
     ids=["tile indices", "diagonal", "upper", "inverted", "zeros", "list", "in place"],
 )
 def test_each_diagonal_mask_mistake_gets_its_own_message(cause, words, fn):
-    from attention_lib.lessons.exercises import check_diagonal_mask
+    from attention_course.lessons.exercises import check_diagonal_mask
 
     report = check_diagonal_mask(fn, verbose=False, seed=SEED)
     assert not report.passed and report.cause == cause, str(report)
@@ -722,7 +722,7 @@ def test_each_diagonal_mask_mistake_gets_its_own_message(cause, words, fn):
 
 
 def test_the_mask_tiles_include_one_wholly_masked_and_one_wholly_seen():
-    from attention_lib.lessons.exercises.flash_steps import mask_tiles
+    from attention_course.lessons.exercises.flash_steps import mask_tiles
 
     for seed in range(10):
         tiles = {name: (s, r0, k0) for name, s, r0, k0 in mask_tiles(seed)}

@@ -23,12 +23,12 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attention_lib.lessons.exercises import FLASH_SOLUTIONS, check_flash_layer, grading
-from attention_lib.lessons.exercises.base import SEEDS, attempt_seed
-from attention_lib.lessons.exercises.feedback import feedback
-from attention_lib.lessons.exercises.gate import ExerciseGate
-from attention_lib.lessons.exercises.registry import EXERCISES, run
-from attention_lib.lessons.exercises.solutions import solution_function, solution_scope
+from attention_course.lessons.exercises import FLASH_SOLUTIONS, check_flash_layer, grading
+from attention_course.lessons.exercises.base import SEEDS, attempt_seed
+from attention_course.lessons.exercises.feedback import feedback
+from attention_course.lessons.exercises.gate import ExerciseGate
+from attention_course.lessons.exercises.registry import EXERCISES, run
+from attention_course.lessons.exercises.solutions import solution_function, solution_scope
 
 SOLUTION = FLASH_SOLUTIONS["FlashAttention"].code
 SEED = 23
@@ -135,7 +135,7 @@ def test_the_solution_passes_on_any_seed() -> None:
 
 
 def test_the_cases_cover_what_the_exercise_promises() -> None:
-    from attention_lib.lessons.exercises.flash_layer import layer_cases
+    from attention_course.lessons.exercises.flash_layer import layer_cases
 
     for seed in range(5):
         cases = layer_cases(seed)
@@ -259,7 +259,7 @@ def test_a_check_takes_under_two_seconds() -> None:
 
 @pytest.mark.slow
 def test_the_model_trains_with_the_learners_class_once_it_passes(monkeypatch, capsys) -> None:
-    from attention_lib.lessons.exercises import flash_training
+    from attention_course.lessons.exercises import flash_training
 
     monkeypatch.setattr(flash_training, "TRAINING", {**flash_training.TRAINING, "steps": 30})
     config = flash_training._config

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from attention_lib.lessons.saturation import jacobian_row_norms
-from attention_lib.model.head_stats import (
+from attention_course.lessons.saturation import jacobian_row_norms
+from attention_course.model.head_stats import (
     alignment_ratio,
     attended_cosine,
     head_summary,

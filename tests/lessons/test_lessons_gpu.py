@@ -7,10 +7,10 @@ import json
 import matplotlib.pyplot as plt
 import pytest
 
-from attention_lib.bench import gpu as gpu_suite
-from attention_lib.bench.results import load_benchmarks, load_gpu_runs
-from attention_lib.lessons import gpu
-from attention_lib.lessons.figures import plot_cpu_and_gpu
+from attention_course.bench import gpu as gpu_suite
+from attention_course.bench.results import load_benchmarks, load_gpu_runs
+from attention_course.lessons import gpu
+from attention_course.lessons.figures import plot_cpu_and_gpu
 
 
 def _rows():

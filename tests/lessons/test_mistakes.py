@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from attention_lib import attention_weights, scaled_dot_product_attention, softmax
-from attention_lib.lessons.mistakes import (
+from attention_course.lessons.mistakes import (
     MistakeCaught,
     MistakeRun,
     attend_mask_after_softmax,
@@ -139,7 +139,7 @@ def test_future_leak_check(qkv: tuple) -> None:
 
 def test_the_mistakes_share_their_seeded_inputs_with_the_explorer() -> None:
     """One definition of each mistake's inputs: the run and the explorer draw the same."""
-    from attention_lib.explorers import MistakeExplorer
+    from attention_course.explorers import MistakeExplorer
 
     q, k = random_rows(16, 64, 2)
     assert q.shape == k.shape == (16, 64) and not np.array_equal(q, k)
@@ -226,7 +226,7 @@ def test_runs_are_seeded() -> None:
 def test_dropout_in_eval_is_caught_and_the_fix_passes():
     import torch
 
-    from attention_lib.lessons.mistakes import (
+    from attention_course.lessons.mistakes import (
         MistakeCaught,
         attention_layer,
         check_eval_is_deterministic,
@@ -255,6 +255,6 @@ def test_the_mistakes_import_no_torch_until_the_fifth_runs():
     import subprocess
     import sys
 
-    code = "import sys, attention_lib.lessons.mistakes; print('torch' in sys.modules)"
+    code = "import sys, attention_course.lessons.mistakes; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

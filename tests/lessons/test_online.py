@@ -9,7 +9,7 @@ import pytest
 from support import FLOAT64
 
 from attention_lib import softmax
-from attention_lib.lessons.online import (
+from attention_course.lessons.online import (
     CountingStream,
     compare_passes,
     online_softmax_steps,

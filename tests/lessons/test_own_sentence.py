@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import FLOAT64
 
-from attention_lib.lessons.own_sentence import (
+from attention_course.lessons.own_sentence import (
     MODEL,
     OwnGaze,
     context_words,
@@ -28,8 +28,8 @@ from attention_lib.lessons.own_sentence import (
     read_sentence,
     split_words,
 )
-from attention_lib.model.corpus import BOS, PAD, build_corpus, parse
-from attention_lib.model.views import pointer_head, showcase, where_it_looks
+from attention_course.model.corpus import BOS, PAD, build_corpus, parse
+from attention_course.model.views import pointer_head, showcase, where_it_looks
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -183,8 +183,8 @@ def test_the_lesson_and_its_explorer_do_not_import_torch():
     code = textwrap.dedent(
         """
         import sys
-        from attention_lib.explorers.own_sentence import OwnSentenceExplorer
-        from attention_lib.lessons.own_sentence import own_gaze
+        from attention_course.explorers.own_sentence import OwnSentenceExplorer
+        from attention_course.lessons.own_sentence import own_gaze
         own_gaze("the dog was next to the bells and then it"), own_gaze("the dgo")
         explorer = OwnSentenceExplorer()
         explorer.sentence.value = "Ana put the cups near the cat and it"

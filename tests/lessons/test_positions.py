@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from attention_lib.lessons.positions import (
+from attention_course.lessons.positions import (
     aligned_mean,
     rotary_angles,
     rotary_dot_products,

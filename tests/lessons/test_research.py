@@ -7,17 +7,17 @@ import math
 import numpy as np
 import pytest
 
-from attention_lib.lessons.printing import format_table
-from attention_lib.lessons.saturation import (
+from attention_course.lessons.printing import format_table
+from attention_course.lessons.saturation import (
     fit_qk_temperature,
     head_table,
     qk_norm_view,
     saturation_table,
     score_gradient_check,
 )
-from attention_lib.lessons.scaling import alignment_table, width_growth
-from attention_lib.model.head_stats import saturation_step
-from attention_lib.model.report import load_report
+from attention_course.lessons.scaling import alignment_table, width_growth
+from attention_course.model.head_stats import saturation_step
+from attention_course.model.report import load_report
 
 
 @pytest.mark.parametrize("width", [4, 64, 1024])

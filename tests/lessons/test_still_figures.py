@@ -1,6 +1,6 @@
 """Still figures as the learner gets them: a PNG with a text alternative that states the numbers.
 
-`attention_lib.lessons.figures.still.StillFigure` is what every figure function
+`attention_course.lessons.figures.still.StillFigure` is what every figure function
 hands a notebook. Its display bundle must be a picture wherever it is shown
 (``text/html`` with an ``<img alt>``, ``image/png``), and its alternative must
 say what the picture shows, with the numbers drawn, computed from the same data.
@@ -20,10 +20,10 @@ import pytest
 from PIL import Image
 from support import texts_outside
 
-from attention_lib.bench.results import BenchmarkRun
-from attention_lib.lessons.alternatives import FeatureErrorRow, TimingRow
-from attention_lib.lessons.cost import attention_traffic
-from attention_lib.lessons.figures import (
+from attention_course.bench.results import BenchmarkRun
+from attention_course.lessons.alternatives import FeatureErrorRow, TimingRow
+from attention_course.lessons.cost import attention_traffic
+from attention_course.lessons.figures import (
     StillFigure,
     benchmark_figure,
     cpu_and_gpu_figure,
@@ -33,10 +33,10 @@ from attention_lib.lessons.figures import (
     timing_figure,
     traffic_figure,
 )
-from attention_lib.lessons.figures.still import PNG_SANITIZER, figure_png
-from attention_lib.lessons.figures.style import still_figure
-from attention_lib.lessons.gpu import NO_GPU_RESULTS
-from attention_lib.model.report import load_report
+from attention_course.lessons.figures.still import PNG_SANITIZER, figure_png
+from attention_course.lessons.figures.style import still_figure
+from attention_course.lessons.gpu import NO_GPU_RESULTS
+from attention_course.model.report import load_report
 
 REPO = Path(__file__).resolve().parents[2]
 

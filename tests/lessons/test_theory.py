@@ -16,7 +16,7 @@ import torch
 from support import FLOAT64, make, to_numpy
 
 from attention_lib import attention_weights, backend, softmax
-from attention_lib.lessons.saturation import (
+from attention_course.lessons.saturation import (
     RetrievalRun,
     compare_retrieval_heads,
     jacobian_norms,
@@ -24,7 +24,7 @@ from attention_lib.lessons.saturation import (
     retrieval,
     train_retrieval_head,
 )
-from attention_lib.lessons.scaling import (
+from attention_course.lessons.scaling import (
     VarianceCheck,
     dot_product_samples,
     dot_product_variance,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from support import texts_outside
 
-from attention_lib.lessons.alternatives import (
+from attention_course.lessons.alternatives import (
     SinkRun,
     TimingRow,
     describe_slopes,
@@ -22,14 +22,14 @@ from attention_lib.lessons.alternatives import (
     timing_slopes,
     timing_warnings,
 )
-from attention_lib.lessons.crowded_room import sharing_headline, three_steps
-from attention_lib.lessons.figures import (
+from attention_course.lessons.crowded_room import sharing_headline, three_steps
+from attention_course.lessons.figures import (
     retrieval_figure,
     sharing_picture,
     sink_figure,
     timing_figure,
 )
-from attention_lib.lessons.saturation import RetrievalRun, describe_training
+from attention_course.lessons.saturation import RetrievalRun, describe_training
 
 pytestmark = pytest.mark.filterwarnings("error")
 

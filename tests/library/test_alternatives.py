@@ -12,7 +12,7 @@ from support import FLOAT64, make, qkv, to_numpy
 
 from attention_lib import scaled_dot_product_attention, softmax
 from attention_lib.fits import log_log_slope
-from attention_lib.lessons.alternatives import (
+from attention_course.lessons.alternatives import (
     random_feature_error,
     sink_experiment,
     time_softmax_vs_linear,

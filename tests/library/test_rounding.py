@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from attention_lib.lessons.printing import ROUNDING_BOUND, format_difference
+from attention_course.lessons.printing import ROUNDING_BOUND, format_difference
 
 
 @pytest.mark.parametrize(

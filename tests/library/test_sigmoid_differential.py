@@ -98,11 +98,11 @@ def test_bad_input_gets_clear_errors():
 
 
 def test_the_sigmoid_and_differential_figure_draws_the_library_weights():
-    from attention_lib.lessons.alternatives import (
+    from attention_course.lessons.alternatives import (
         sigmoid_differential_headline,
         sigmoid_differential_weights,
     )
-    from attention_lib.lessons.figures import sigmoid_differential_figure
+    from attention_course.lessons.figures import sigmoid_differential_figure
 
     rng = np.random.default_rng(0)
     q, k = rng.standard_normal((6, 16)), rng.standard_normal((10, 16))  # (L, E), (S, E)

@@ -7,7 +7,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from attention_lib.model.corpus import (
+from attention_course.model.corpus import (
     ACTIONS,
     BOS,
     FAMILIES,

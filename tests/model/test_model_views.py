@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from attention_lib.model.report import load_report
-from attention_lib.model.views import (
+from attention_course.model.report import load_report
+from attention_course.model.views import (
     SWAP_BOUNDS,
     attention_maps,
     heldout_check,
@@ -84,7 +84,7 @@ def test_the_loaded_weights_are_the_reported_ones():
 
 
 def test_the_swaps_print_as_stated_bounds():
-    from attention_lib.model.views import describe_swaps
+    from attention_course.model.views import describe_swaps
 
     lines = describe_swaps().splitlines()
     assert len(lines) == 5
@@ -93,7 +93,7 @@ def test_the_swaps_print_as_stated_bounds():
 
 
 def test_the_volume_sweep_notebook_01_prints_is_far_from_any_flip():
-    from attention_lib.model.views import format_volume_sweep, volume_sweep
+    from attention_course.model.views import format_volume_sweep, volume_sweep
 
     rows = volume_sweep()
     assert [(r["volume"], r["right"], r["total"]) for r in rows] == [

@@ -9,8 +9,8 @@ import pytest
 import torch
 from support import FLOAT64
 
-from attention_lib.model.catalogue import TRAINED
-from attention_lib.model.tiny_model import (
+from attention_course.model.catalogue import TRAINED
+from attention_course.model.tiny_model import (
     ATTENTION,
     ModelConfig,
     TinyTransformer,
@@ -149,7 +149,7 @@ def test_a_kv_cache_with_bottom_right_alignment_reproduces_the_whole_run():
 
 
 def test_weights_round_trip_through_npz(tmp_path):
-    from attention_lib.model.corpus import build_corpus
+    from attention_course.model.corpus import build_corpus
 
     corpus = build_corpus()
     model = TinyTransformer(ModelConfig(len(corpus.vocab), corpus.length, head_width=8))

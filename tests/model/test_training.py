@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 import torch
 
-from attention_lib.model.catalogue import MODEL_LABELS, TRAINED, trained_dir
-from attention_lib.model.corpus import build_corpus
-from attention_lib.model.head_stats import METRICS
-from attention_lib.model.report import TOLERANCES, compare, load_report
-from attention_lib.model.training import TrainConfig, main, train
+from attention_course.model.catalogue import MODEL_LABELS, TRAINED, trained_dir
+from attention_course.model.corpus import build_corpus
+from attention_course.model.head_stats import METRICS
+from attention_course.model.report import TOLERANCES, compare, load_report
+from attention_course.model.training import TrainConfig, main, train
 
 SHORT = replace(
     TrainConfig(),
@@ -147,7 +147,7 @@ def test_an_unknown_model_is_refused():
 
 
 def test_the_models_are_described_from_the_report(report):
-    from attention_lib.model.report import describe_models
+    from attention_course.model.report import describe_models
 
     text = describe_models(report)
     lines = text.splitlines()
@@ -201,7 +201,7 @@ def test_make_model_draws_the_report_beside_it(tmp_path):
     from PIL import Image
 
     shutil.copy(trained_dir() / "report.json", tmp_path / "report.json")
-    command = [sys.executable, "-m", "attention_lib.lessons.figures", str(tmp_path / "report.json")]
+    command = [sys.executable, "-m", "attention_course.lessons.figures", str(tmp_path / "report.json")]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     assert f"wrote {tmp_path / 'report.png'}" in done.stdout
     with Image.open(tmp_path / "report.png") as image:
@@ -213,7 +213,7 @@ def test_the_attention_hook_trains_with_another_call_and_leaves_the_default_as_i
     """``train(..., attention=)`` (notebook 07 trains with the learner's FlashAttention): the
     model's own attention passed as a call trains bit for bit as the default does, and a call
     passed is the one every training step uses."""
-    from attention_lib.model.tiny_model import model_attention
+    from attention_course.model.tiny_model import model_attention
 
     config = replace(TrainConfig(), steps=4, checkpoint_every=10**6, early_checkpoints=())
     corpus = build_corpus()

@@ -1,4 +1,4 @@
-"""The trained model read in numpy (attention_lib.model.weights) is the torch model's forward pass.
+"""The trained model read in numpy (attention_course.model.weights) is the torch model's forward pass.
 
 The notebooks that only read the model (01, 02) run this one, without torch;
 the torch model stays the definition, so they are held together here on
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from attention_lib.model.catalogue import TRAINED
-from attention_lib.model.corpus import SHOWCASE, build_corpus, parse
-from attention_lib.model.tiny_model import inference, load_model
-from attention_lib.model.weights import ModelConfig, NumpyModel, read_weights
+from attention_course.model.catalogue import TRAINED
+from attention_course.model.corpus import SHOWCASE, build_corpus, parse
+from attention_course.model.tiny_model import inference, load_model
+from attention_course.model.weights import ModelConfig, NumpyModel, read_weights
 from tests.support import FLOAT64
 
 
@@ -57,7 +57,7 @@ def test_reading_checks_the_name_and_the_tokens():
 
 
 def test_the_torch_model_takes_its_config_from_the_numpy_reader():
-    from attention_lib.model import tiny_model
+    from attention_course.model import tiny_model
 
     assert tiny_model.ModelConfig is ModelConfig
     config, vocab, arrays = read_weights("sqrt_d16")

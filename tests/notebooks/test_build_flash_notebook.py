@@ -22,8 +22,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from attention_lib.lessons.exercises import FLASH_SOLUTIONS, skeleton_source
-from attention_lib.lessons.exercises.registry import EXERCISES
+from attention_course.lessons.exercises import FLASH_SOLUTIONS, skeleton_source
+from attention_course.lessons.exercises.registry import EXERCISES
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOK = NOTEBOOKS / "07_researcher_build_flash_attention.ipynb"

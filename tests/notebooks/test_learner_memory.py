@@ -4,8 +4,8 @@ Memory sizes a class's hub (``benchmarks/learner_memory.py`` measures it per
 learner). These tests pin what was cut, by what the kernel holds, not by a
 number of bytes measured on this machine:
 
-- notebooks 01 and 02 read the trained model in numpy (`attention_lib.model.weights`),
-  and 00 checks torch in a second Python (`attention_lib.lessons.environment`):
+- notebooks 01 and 02 read the trained model in numpy (`attention_course.model.weights`),
+  and 00 checks torch in a second Python (`attention_course.lessons.environment`):
   after their code cells have run in a fresh interpreter, torch is not loaded
   (it cost each kernel about 150 MiB);
 - the corpus the model reads holds one string per word, shared by its 50,000
@@ -81,8 +81,8 @@ def test_reading_the_trained_model_does_not_import_torch():
     code = textwrap.dedent(
         """
         import sys
-        from attention_lib.explorers import HeadMapsExplorer, WhereItLooksExplorer
-        from attention_lib.model.views import attention_maps, volume_sweep, where_it_looks
+        from attention_course.explorers import HeadMapsExplorer, WhereItLooksExplorer
+        from attention_course.model.views import attention_maps, volume_sweep, where_it_looks
         where_it_looks(volume=3.0), attention_maps(), volume_sweep(volumes=(1.0,))
         assert "torch" not in sys.modules, "torch was imported"
         """
@@ -95,7 +95,7 @@ def test_reading_the_trained_model_does_not_import_torch():
 
 
 def test_the_corpus_holds_one_string_per_word():
-    from attention_lib.model.corpus import build_corpus
+    from attention_course.model.corpus import build_corpus
 
     corpus = build_corpus()
     sentences = [s for split in (corpus.train, corpus.heldout) for f in split.values() for s in f]
@@ -107,7 +107,7 @@ def test_the_corpus_holds_one_string_per_word():
 
 
 def test_the_slots_explorer_keeps_what_it_shows_not_its_draws():
-    from attention_lib.explorers import SlotsExplorer
+    from attention_course.explorers import SlotsExplorer
 
     e = SlotsExplorer(pairs=2000, trials=1000)
     held = [

@@ -1,5 +1,5 @@
 """A long session holds steady: re-running a cell that makes an explorer, an exercise gate or
-a prediction releases the one it made before (`attention_lib.explorers.base.replaces_in_cell`).
+a prediction releases the one it made before (`attention_course.explorers.base.replaces_in_cell`).
 
 Measured as a learner makes it: one kernel (jupyter_client, as nbval starts one; cwd
 notebooks/) runs notebooks 01 and 02 top to bottom, each cell sent with its id in the
@@ -24,7 +24,7 @@ import psutil
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from attention_lib.explorers.registry import REGISTRY
+from attention_course.explorers.registry import REGISTRY
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 SOURCES = ("01_beginner_crowded_room.ipynb", "02_developer_scaling.ipynb")
@@ -98,7 +98,7 @@ class Kernel:
         (`settle_long_lived`), so that when a collection last ran does not count."""
         time.sleep(idle_s)
         if settle:
-            code = "from attention_lib.explorers.base import settle_long_lived; settle_long_lived()"
+            code = "from attention_course.explorers.base import settle_long_lived; settle_long_lived()"
             self.run({"source": code, "metadata": {}}, store_history=False)
         return self.process.memory_full_info().uss / MiB
 

@@ -79,7 +79,7 @@ def fake_prefix(monkeypatch, tmp_path):
     """A hub prefix whose build writes the course's copy with its solutions (no pip), and a
     strip that removes them as `course.graded.strip` does; the builds and strips counted."""
     calls = {"build": 0, "strip": 0}
-    answers = tmp_path / "user/lib/python3.11/site-packages/attention_lib/lessons/exercises"
+    answers = tmp_path / "user/lib/python3.11/site-packages/attention_course/lessons/exercises"
 
     def build(prefix, key):
         calls["build"] += 1

@@ -191,7 +191,7 @@ def test_the_hubs_stamp_follows_the_build_not_the_build_tools(tmp_path, monkeypa
     for name in ("pyproject.toml", "binder/requirements.txt", "teachers/hub/package.json"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("pins\n")
-    for name in ("attention_lib/a.py", "course/b.py", f"jupyter/labextensions/{NAME}/c.js"):
+    for name in ("lib/attention_lib/a.py", "course/b.py", f"jupyter/labextensions/{NAME}/c.js"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("1\n")
     tools = tmp_path / "jupyter" / "a11y-extension" / "node_modules" / "x" / "index.js"

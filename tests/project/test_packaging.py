@@ -65,11 +65,11 @@ def test_every_requirement_is_pinned_exactly():
 
 def test_import_does_not_load_torch_or_triton():
     code = (
-        "import sys, attention_lib, attention_lib.lessons.exercises, attention_lib.explorers, "
-        "attention_lib.explorers.registry, attention_lib.variants, attention_lib.scales, "
-        "attention_lib.lessons.saturation, attention_lib.lessons.scaling, "
-        "attention_lib.lessons.figures, attention_lib.lessons.alternatives, "
-        "attention_lib.model.catalogue, attention_lib.model.report; "
+        "import sys, attention_lib, attention_course.lessons.exercises, attention_course.explorers, "
+        "attention_course.explorers.registry, attention_lib.variants, attention_lib.scales, "
+        "attention_course.lessons.saturation, attention_course.lessons.scaling, "
+        "attention_course.lessons.figures, attention_course.lessons.alternatives, "
+        "attention_course.model.catalogue, attention_course.model.report; "
         "loaded = [m for m in ('torch', 'triton') if m in sys.modules]; "
         "assert not loaded, loaded"
     )
@@ -152,5 +152,5 @@ def test_wheel_ships_the_browser_driver_beside_the_library_with_its_scripts(tmp_
     }
     assert {"labdriver/js/state.js", "labdriver/kernel_probe.py"} <= driver
     assert driver <= names, sorted(driver - names)
-    assert "attention_lib/py.typed" in names
-    assert not [n for n in names if n.startswith(("tests/", "attention_lib/labdriver"))]
+    assert "lib/attention_lib/py.typed" in names
+    assert not [n for n in names if n.startswith(("tests/", "lib/attention_lib/labdriver"))]

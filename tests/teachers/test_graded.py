@@ -28,9 +28,9 @@ import pytest
 from support import server_extensions_on
 
 from attention_lib import softmax
-from attention_lib.lessons.exercises import grading
-from attention_lib.lessons.exercises.registry import run
-from attention_lib.lessons.exercises.solutions import (
+from attention_course.lessons.exercises import grading
+from attention_course.lessons.exercises.registry import run
+from attention_course.lessons.exercises.solutions import (
     BUILDS_ON,
     FLASH_SOLUTIONS,
     SOLUTIONS,
@@ -196,9 +196,9 @@ def test_a_graded_install_reaches_no_solution(tmp_path: Path) -> None:
     cells = "\n\n".join(c.source for c in _release("02_scaling").cells if c.cell_type == "code")
     probe = f"""
 import importlib.util
-assert importlib.util.find_spec("attention_lib.lessons.exercises.answers") is None
-from attention_lib.lessons.exercises import solutions
-from attention_lib.lessons.exercises.gate import ExerciseGate
+assert importlib.util.find_spec("attention_course.lessons.exercises.answers") is None
+from attention_course.lessons.exercises import solutions
+from attention_course.lessons.exercises.gate import ExerciseGate
 assert solutions.SOLUTIONS == {{}} and solutions.FLASH_SOLUTIONS == {{}} and not solutions.INSTALLED
 {cells}
 gate = ExerciseGate("multi_head")
@@ -214,7 +214,7 @@ print("stripped:", solutions.__file__)
     assert "Your function is not written yet" in done.stdout  # the release's checks ran
     # an editable install (this checkout) is refused: its answers.py is the course's source
     assert strip(sys.executable) == 1
-    assert (root / "attention_lib" / "lessons" / "exercises" / "answers.py").exists()
+    assert (root / "attention_course" / "lessons" / "exercises" / "answers.py").exists()
 
 
 def test_the_wrong_answers_fail_their_checker_and_the_solutions_pass(capsys) -> None:

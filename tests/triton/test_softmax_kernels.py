@@ -23,11 +23,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attention_lib.lessons.exercises import FLASH_SOLUTIONS, grading
-from attention_lib.lessons.exercises.base import SEEDS
-from attention_lib.lessons.exercises.feedback import feedback
-from attention_lib.lessons.exercises.gate import ExerciseGate
-from attention_lib.lessons.exercises.softmax_kernels import (
+from attention_course.lessons.exercises import FLASH_SOLUTIONS, grading
+from attention_course.lessons.exercises.base import SEEDS
+from attention_course.lessons.exercises.feedback import feedback
+from attention_course.lessons.exercises.gate import ExerciseGate
+from attention_course.lessons.exercises.softmax_kernels import (
     check_online_softmax,
     check_row_softmax,
     check_softmax_kernels,
@@ -217,8 +217,8 @@ def _front_end_for_sm80_and_sm90() -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from attention_lib.lessons.exercises.softmax_kernels import _constexpr_block
-    from attention_lib.lessons.exercises.triton_runner import read_body
+    from attention_course.lessons.exercises.softmax_kernels import _constexpr_block
+    from attention_course.lessons.exercises.triton_runner import read_body
 
     for name, code in (("row_softmax", ROW), ("online_softmax", ONLINE)):
         body = _constexpr_block(read_body(code, ("X", "Y", "length", "stride", "BLOCK"), name))

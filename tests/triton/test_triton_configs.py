@@ -57,8 +57,8 @@ def test_bad_keys_are_named():
 def test_the_table_imports_neither_torch_nor_triton():
     code = (
         "import sys, attention_lib.flash.triton.configs, attention_lib.flash.accuracy, "
-        "attention_lib.bench, attention_lib.bench.cli, attention_lib.bench.gpu, "
-        "attention_lib.bench.results, attention_lib.lessons.gpu; "
+        "attention_course.bench, attention_course.bench.cli, attention_course.bench.gpu, "
+        "attention_course.bench.results, attention_course.lessons.gpu; "
         "loaded = [m for m in ('torch', 'triton') if m in sys.modules]; assert not loaded, loaded"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

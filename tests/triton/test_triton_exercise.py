@@ -23,14 +23,14 @@ from pathlib import Path
 
 import pytest
 
-from attention_lib.lessons.exercises import FLASH_SOLUTIONS, skeleton_source
-from attention_lib.lessons.exercises.feedback import feedback
-from attention_lib.lessons.exercises.key_block import (
+from attention_course.lessons.exercises import FLASH_SOLUTIONS, skeleton_source
+from attention_course.lessons.exercises.feedback import feedback
+from attention_course.lessons.exercises.key_block import (
     check_key_block,
     check_key_blocks,
     kernel_cases,
 )
-from attention_lib.lessons.exercises.triton_runner import ARGUMENTS, CHILD_TIMEOUT_S
+from attention_course.lessons.exercises.triton_runner import ARGUMENTS, CHILD_TIMEOUT_S
 
 needs_triton = pytest.mark.skipif(
     importlib.util.find_spec("triton") is None,
@@ -152,7 +152,7 @@ def test_sources_that_cannot_run_are_explained_without_the_interpreter():
 def test_a_machine_without_triton_or_a_kernel_without_end_is_told_in_one_line(monkeypatch):
     import importlib.util as util
 
-    from attention_lib.lessons.exercises import key_block
+    from attention_course.lessons.exercises import key_block
 
     real = util.find_spec
 
@@ -193,7 +193,7 @@ def _front_end_for_sm80_and_sm90() -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from attention_lib.lessons.exercises import triton_skeleton
+    from attention_course.lessons.exercises import triton_skeleton
 
     path = Path(tempfile.mkdtemp()) / "key_block_solution.py"
     path.write_text(SOLUTION)  # triton reads the source back from a file

@@ -1,6 +1,6 @@
 // An explorer's picture, for a screen reader: the course puts a picture (a core ipywidgets
 // Image, <img class="widget-image">) and its text alternative (an HTML widget of class
-// al-alt) side by side in a box of class al-described (attention_lib/explorers/base.py).
+// al-alt) side by side in a box of class al-described (attention_course/explorers/base.py).
 //
 // ipywidgets' Image has no alt: the <img> gets the alternative's text, and the alternative's
 // element, which stays while the kernel replaces its content after each move, becomes a
