@@ -1,15 +1,15 @@
-# Two commands for learners (`make lab`, `make test`), a few for maintainers.
+# Two commands for learners (`make lab`, `make test`), `make check` and a few more for maintainers.
 # Everything runs in .venv, created on first use from pyproject.toml's pins.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: lab reset test axe labextension test-accuracy-settings test-soak test-graded test-install test-hub hub test-runtime-only test-compile lint format notebooks bench clean bench-latency bench-memory bench-hub gpu-check gpu-wheels model
+.PHONY: lab reset test check axe labextension test-accuracy-settings test-soak test-graded test-install test-hub hub test-runtime-only test-compile lint format notebooks bench clean bench-latency bench-memory bench-hub gpu-check gpu-wheels model
 
 # The environment, made and kept up to date by the course's own Python code (course/), the
-# same code as the make-free commands (python -m course lab, test: see the README).
-$(STAMP): pyproject.toml
+# same code as the make-free commands (python -m course lab, test, check: see the README).
+$(STAMP): pyproject.toml lib/pyproject.toml constraints.txt
 	$(PYTHON) -m course install
 
 # JupyterLab on the learner's own copies of the notebooks (my-notebooks/, made on first
@@ -51,11 +51,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# ruff, then pytest on two workers (a 2-core machine's worth; --dist loadfile keeps each
-# file's tests on one worker in order, as nbval needs for a notebook's cells and the browser
-# tests for a page), in course/__main__.py like the make-free `python -m course test`.
-# PYTEST_ARGS replaces the pytest arguments. Soak tests (one notebook run ten times in a
-# browser) are left to `make test-soak`.
+# What a learner runs, in a few minutes: ruff, then the library's, the lessons' and the
+# explorers' tests and one nbval pass over every notebook, on two workers (--dist loadfile
+# keeps each file's tests on one worker in order, as nbval needs for a notebook's cells), the
+# tests marked slow left to make check; in course/__main__.py like the make-free
+# `python -m course test`. PYTEST_ARGS replaces the pytest arguments.
 export PYTEST_ARGS
 test:
 	$(PYTHON) -m course test
@@ -68,14 +68,20 @@ axe:
 # jupyter/labextensions); needs node. Learners need none: the build is committed.
 labextension: $(STAMP)
 	cd jupyter/a11y-extension && npm ci --no-audit --no-fund && PATH="$(CURDIR)/$(BIN):$$PATH" npm run build
+# Everything CI runs: ruff and every test (the browser tests in four front ends, the Triton
+# front ends, the notebooks under other numerical settings, the project's own checks:
+# `python -m course check`), then each step below. The hub's needs root.
+check: $(STAMP)
+	$(PYTHON) -m course check
+	$(MAKE) test-accuracy-settings test-graded test-install test-compile test-soak test-hub
 
 # The library's float32 accuracy tests (FlashAttention's 2x rule, the fused tiles' merge) under
 # other numerical settings, as tests/notebooks/test_portable_outputs.py does for the notebooks:
 # MKL's conservative path with torch's kernels without AVX2, then MKL's AVX2 path with torch's
 # AVX2 kernels on one thread (another CPU's code paths and order of sums); CI runs it.
-ACCURACY_TESTS := tests/library/test_fused_tiles.py tests/library/test_property_2x.py \
-	tests/library/test_wide_scores.py tests/library/test_flash_autograd.py \
-	tests/library/test_broadcast_gradients.py
+ACCURACY_TESTS := lib/tests/test_fused_tiles.py lib/tests/test_property_2x.py \
+	lib/tests/test_wide_scores.py lib/tests/test_flash_autograd.py \
+	lib/tests/test_broadcast_gradients.py
 test-accuracy-settings: $(STAMP)
 	MKL_CBWR=COMPATIBLE ATEN_CPU_CAPABILITY=default \
 		$(BIN)/python -m pytest -p no:cacheprovider -o addopts= -q $(ACCURACY_TESTS)
@@ -90,14 +96,15 @@ test-soak: $(STAMP)
 	$(BIN)/python -m pytest -m soak tests/browser
 
 # nbval on every notebook in an environment of the course's runtime requirements alone
-# (pyproject.toml's main list) and nbval: no test extra, no lab extension, no ipympl; a
-# scratch venv under $(RUNTIME_VENV), made anew (about 2 minutes, then the notebooks); CI runs it.
+# (the library's and the course's, at constraints.txt's pins) and nbval: no test extra, no
+# lab extension, no JupyterLab; a scratch venv under $(RUNTIME_VENV), made anew (about 2
+# minutes, then the notebooks); CI runs it.
 RUNTIME_VENV ?= /tmp/attention-course-runtime
 test-runtime-only:
 	rm -rf $(RUNTIME_VENV)
 	$(PYTHON) -m venv $(RUNTIME_VENV)
-	$(RUNTIME_VENV)/bin/python -m pip install --quiet . "$$(grep -o 'nbval==[0-9.]*' pyproject.toml)"
-	rm -rf build  # setuptools' build of the install above
+	$(RUNTIME_VENV)/bin/python -m pip install --quiet -c constraints.txt ./lib . nbval
+	rm -rf build lib/build  # setuptools' builds of the installs above
 	cd notebooks && $(RUNTIME_VENV)/bin/python -m pytest -p no:cacheprovider -o addopts= -c /dev/null \
 		--rootdir=. --nbval --nbval-current-env --nbval-sanitize-with sanitize.cfg -q .
 
@@ -108,14 +115,16 @@ test-graded: $(STAMP)
 	$(BIN)/python -m pytest -p no:cacheprovider -o addopts= -m grading tests/teachers
 
 # Every test that installs a fresh environment (minutes of pip each): the runtime-only nbval
-# above, and Binder's own steps in a fresh venv (tests/project/test_binder.py); CI runs it.
+# above, Binder's own steps in a fresh venv (tests/project/test_binder.py), the library alone
+# from its wheel, and the explorers on Colab's widget versions (ipywidgets 7.7.1 in Notebook
+# 6.5, in Chromium: tests/browser/test_colab_widgets.py); CI runs it.
 test-install: test-runtime-only $(STAMP)
-	$(BIN)/python -m pytest -p no:cacheprovider -m install tests/project
+	$(BIN)/python -m pytest -p no:cacheprovider -m install tests/project tests/browser/test_colab_widgets.py
 
-# A class's JupyterHub (teachers/hub/, python -m course hub: see the README's teacher
-# section), tested as root with real system learners in Chromium: login, 01 run and moved,
-# one learner kept from another's server, files and API, course updates by nbgitpuller
-# with the learner's work kept; faults: a learner's kernel killed, a learner over their
+# A class's JupyterHub (teachers/hub/, python -m course hub: see docs/teachers.md), tested
+# as root with real system learners in Chromium: login, 01 run and moved, one learner kept
+# from another's server, files and API, course updates by nbgitpuller with the learner's
+# work kept; faults: a learner's kernel killed, a learner over their
 # memory limit (their cgroup's), the others untouched. The first run builds
 # /opt/attention-course (minutes of pip and npm, then cached by a stamp keyed on the pins);
 # CI runs it.
@@ -129,9 +138,9 @@ hub:
 
 # The Triton compiles make test leaves to the front end: widths 16 and 32 whole to a cubin
 # for sm_80 and sm_90, width 16 for sm_75, sm_86 and sm_89, each against its shared memory
-# (tests/triton/test_triton_compile.py --narrow); CI runs it.
+# (lib/tests/kernels/test_triton_compile.py --narrow); CI runs it.
 test-compile: $(STAMP)
-	TRITON_INTERPRET=0 $(BIN)/python tests/triton/test_triton_compile.py --narrow --check > /dev/null
+	TRITON_INTERPRET=0 $(BIN)/python lib/tests/kernels/test_triton_compile.py --narrow --check > /dev/null
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

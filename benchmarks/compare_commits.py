@@ -66,17 +66,27 @@ def commit_of(revision: str) -> str:
     return found.stdout.strip()
 
 
+def _has(commit: str, path: str) -> bool:
+    found = subprocess.run(
+        ["git", "cat-file", "-e", f"{commit}:{path}"], cwd=REPO, capture_output=True, check=False
+    )
+    return found.returncode == 0
+
+
 def import_at(commit: str, folder: Path) -> Any:
     """``attention_lib`` as it was at ``commit``, imported as ``attention_lib_<hash>`` from
     ``folder`` (its modules import each other relatively, so the copy is self-contained)."""
     name = f"attention_lib_{commit[:12]}"
+    # the library's folder at that commit: lib/attention_lib, or attention_lib before the
+    # course moved out of it into a package of its own
+    where = next(path for path in ("lib/attention_lib", "attention_lib") if _has(commit, path))
     archive = subprocess.run(
-        ["git", "archive", "--format=tar", commit, "attention_lib"],
+        ["git", "archive", "--format=tar", commit, where],
         cwd=REPO, capture_output=True, check=True,
     ).stdout  # fmt: skip
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(folder, filter="data")
-    (folder / "attention_lib").rename(folder / name)
+    (folder / where).rename(folder / name)
     sys.path.insert(0, str(folder))
     return importlib.import_module(name)
 

@@ -62,7 +62,13 @@ from pathlib import Path
 import numpy as np
 
 import labdriver  # the browser driver (labdriver/): one way to start and drive the lab
-from attention_course.bench.machine import MachineLoad, busy_warnings, cpu_model, cpu_slug, host_record
+from attention_course.bench.machine import (
+    MachineLoad,
+    busy_warnings,
+    cpu_model,
+    cpu_slug,
+    host_record,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,15 +1,18 @@
 """``python -m course COMMAND``: the README's commands without ``make`` (Windows has none).
 
 python -m course lab [ARGS]     # make lab: .venv if missing, then JupyterLab on your copies
-python -m course test [ARGS]    # make test: ruff, then the whole test suite
+python -m course test [ARGS]    # make test: ruff, the library's, lessons' and explorers' tests,
+                                #   one nbval pass over every notebook (a few minutes)
+python -m course check [ARGS]   # make check's test suite: ruff, then every test but the
+                                #   browser soak, the fresh installs, nbgrader and the hub
 python -m course reset NB       # make reset NB=01: the course's version of one notebook again
 python -m course install        # only make or update .venv
 python -m course labextension [--prefix DIR]  # the course's lab extension into an environment
 python -m course serve [ARGS]   # JupyterLab alone, in the running environment
-python -m course colab [--check]   # the notebooks' Colab set-up cells and the README's links
+python -m course colab [--check]   # the Colab set-up cells, the addresses in README.md and docs
 python -m course site [--out DIR]  # the static site of the executed course
 python -m course graded [--check | grade A | strip]  # the graded edition (teachers/graded)
-python -m course hub install|start|learners|link ...  # a class's JupyterHub (as root; README)
+python -m course hub install|start|learners|link ...  # a class's hub (as root; docs/teachers.md)
 """
 
 from __future__ import annotations
@@ -21,10 +24,26 @@ import sys
 from . import environment
 from .paths import REPO
 
-#: make test's pytest arguments: two workers, each file's tests on one (see the Makefile);
-#: the soak, the fresh installs, nbgrader's autograde and the class's hub are left to
-#: make test-soak, make test-install, make test-graded and make test-hub
-PYTEST_ARGS = [
+#: make test's pytest arguments, what a learner runs: the library's, the lessons' and the
+#: explorers' tests, and every notebook once under nbval, on two workers (each file's tests on
+#: one, as nbval needs for a notebook's cells), the tests marked slow left to make check
+TEST_ARGS = [
+    "-n",
+    "2",
+    "--dist",
+    "loadfile",
+    "-m",
+    "not slow",
+    "lib/tests",
+    "--ignore=lib/tests/kernels",
+    "tests/lessons",
+    "tests/explorers",
+    "notebooks",
+]
+#: make check's pytest arguments: every test, but the soak, the fresh installs, nbgrader's
+#: autograde and the class's hub, which make test-soak, make test-install, make test-graded and
+#: make test-hub run
+CHECK_ARGS = [
     "-n",
     "2",
     "--dist",
@@ -46,13 +65,15 @@ def _in_venv(python: os.PathLike, args: list[str]) -> int:
     return 0  # pragma: no cover
 
 
-def _test(args: list[str]) -> int:
-    """ruff's lint and format checks, then pytest (make test)."""
+def _test(args: list[str], default: list[str]) -> int:
+    """ruff's lint and format checks, then pytest with ``default``'s arguments (or
+    ``PYTEST_ARGS``'s) and ``args``: make test, make check's test suite."""
     for check in (["check", "."], ["format", "--check", "."]):
         status = subprocess.call([sys.executable, "-m", "ruff", *check], cwd=REPO)
         if status:
             return status
-    return subprocess.call([sys.executable, "-m", "pytest", *pytest_arguments(), *args], cwd=REPO)
+    command = [sys.executable, "-m", "pytest", *pytest_arguments(default), *args]
+    return subprocess.call(command, cwd=REPO)
 
 
 def _labextension(args: list[str]) -> int:
@@ -68,10 +89,10 @@ def _labextension(args: list[str]) -> int:
     return 0
 
 
-def pytest_arguments() -> list[str]:
-    """``PYTEST_ARGS`` from the environment, split, or `PYTEST_ARGS` where it is unset or
-    empty (make exports it empty when unset)."""
-    return os.environ.get("PYTEST_ARGS", "").split() or PYTEST_ARGS
+def pytest_arguments(default: list[str] = TEST_ARGS) -> list[str]:
+    """``PYTEST_ARGS`` from the environment, split, or ``default`` where it is unset or empty
+    (make exports it empty when unset)."""
+    return os.environ.get("PYTEST_ARGS", "").split() or default
 
 
 def main(argv: list[str]) -> int:
@@ -84,8 +105,11 @@ def main(argv: list[str]) -> int:
         return 0
     if command == "labextension":
         return _labextension(args)
+    if command == "reset" and len(args) != 1:
+        print("usage: python -m course reset 01 (a notebook's number or name)", file=sys.stderr)
+        return 2
     # in the course's environment, made if missing (graded strip: any Python, standard library)
-    if command in ("lab", "test", "reset", "site", "graded") and args[:1] != ["strip"]:
+    if command in ("lab", "test", "check", "reset", "site", "graded") and args[:1] != ["strip"]:
         python = environment.ensure()
         if os.path.realpath(sys.prefix) != os.path.realpath(environment.VENV):
             return _in_venv(python, argv)
@@ -94,13 +118,14 @@ def main(argv: list[str]) -> int:
 
         return serve(args)
     if command == "test":
-        return _test(args)
+        return _test(args, TEST_ARGS)
+    if command == "check":
+        return _test(args, CHECK_ARGS)
     if command == "reset":
-        if len(args) != 1:
-            print("usage: python -m course reset 01 (a notebook's number or name)", file=sys.stderr)
-            return 2
-        script = REPO / "scripts" / "my_notebooks.py"
-        return subprocess.call([sys.executable, str(script), "reset", args[0]])
+        from .my_notebooks import reset
+
+        reset(args[0])
+        return 0
     if command == "colab":
         from .colab import main as colab
 

@@ -1,17 +1,20 @@
-"""Colab: the guarded set-up cell that opens every notebook; the README's addresses.
+"""Colab: the guarded set-up cell that opens every notebook; the addresses the docs give.
 
 Colab runs a notebook from GitHub in its own Python, which has torch, numpy,
 matplotlib and ipywidgets but not the course. The first code cell of every
 notebook (`setup_cell`) installs the course there, from this repository at the
-notebook's own version (the tag ``v<version>``), with ``--no-deps`` so Colab's
-torch and the rest stay as they are, plus the runtime requirements Colab
-lacks. Anywhere else (``"google.colab"`` not imported) the cell does nothing
-and prints nothing, so nbval sees no output from it.
+notebook's own version (the tag ``v<version>``): the library from its folder
+(``lib/``) and the course beside it. Their requirements are ranges that Colab's
+own torch, numpy, matplotlib and ipywidgets (7.7.1) meet, so pip adds only what
+Colab lacks and replaces nothing. Anywhere else (``"google.colab"`` not
+imported) the cell does nothing and prints nothing, so nbval sees no output
+from it.
 
-The cell and every address the README gives (the Colab links, the Binder
-badge, the hub's clone command and its nbgitpuller link: `README_REGIONS`) are
-generated from pyproject.toml's version and ``[project.urls] Repository``
-(`project`): ``python -m course colab`` rewrites them, so publishing the course
+The cell and every address the documentation gives are generated from
+pyproject.toml's version and ``[project.urls] Repository`` (`project`): the
+README's Colab links and Binder badge, and the hub's clone command and
+nbgitpuller link in docs/teachers.md (`REGIONS` names each region and its
+file). ``python -m course colab`` rewrites them all, so publishing the course
 at another address is that one edit and that one command; ``--check`` fails on
 a difference (the tests run it).
 """
@@ -25,33 +28,40 @@ from pathlib import Path
 
 from .paths import REPO
 from .project import binder_link, repository, repository_url, version
-from .project import pin as _pin
 
 __all__ = [
-    "COLAB_ONLY",
-    "README_REGIONS",
+    "REGIONS",
     "SETUP_TAG",
     "colab_link",
     "install_command",
     "main",
+    "region",
     "setup_cell_source",
     "sync_notebook",
+    "sync_regions",
 ]
 
 SETUP_TAG = "colab-setup"
-#: what Colab's own Python lacks of the course's runtime requirements (pyproject's pins)
-COLAB_ONLY = ("array-api-compat", "isal")
 _NOTEBOOKS = REPO / "notebooks"
-_README = REPO / "README.md"
-#: the README's generated regions, each between ``<!-- NAME: python -m course colab -->`` and
-#: ``<!-- end of NAME -->``
-README_REGIONS = ("colab links", "binder badge", "clone command", "hub link")
+#: the generated regions, each between ``<!-- NAME: python -m course colab -->`` and
+#: ``<!-- end of NAME -->``, and the file that holds it (a path from the repository's root)
+REGIONS = {
+    "colab links": "README.md",
+    "binder badge": "README.md",
+    "clone command": "docs/teachers.md",
+    "hub link": "docs/teachers.md",
+}
 
 
 def install_command() -> list[str]:
     """The pip arguments the set-up cell runs under Colab (after ``python -m pip``)."""
-    course = f"attention-lib @ git+{repository_url()}@v{version()}"
-    return ["install", "--quiet", "--no-deps", course, *(_pin(n) for n in COLAB_ONLY)]
+    source = f"git+{repository_url()}@v{version()}"
+    return [
+        "install",
+        "--quiet",
+        f"attention-lib @ {source}#subdirectory=lib",
+        f"attention-course @ {source}",
+    ]
 
 
 def setup_cell_source() -> str:
@@ -118,8 +128,8 @@ def sync_notebook(path: Path, check: bool = False) -> bool:
     return False
 
 
-def readme_region(name: str) -> str:
-    """What the README's generated region ``name`` (one of `README_REGIONS`) holds."""
+def region(name: str) -> str:
+    """What the generated region ``name`` (one of `REGIONS`) holds, between its markers."""
     from .hub import pull_link  # the hub's module, which imports nbgrader's settings
 
     if name == "colab links":
@@ -136,38 +146,42 @@ def readme_region(name: str) -> str:
         return "\n\n" + "".join(f"    {line}\n" for line in lines) + "\n"
     if name == "hub link":
         return f"\n\n    {pull_link('https://hub.example.org')}\n\n"
-    raise KeyError(f"no README region {name!r}; the regions are {list(README_REGIONS)}")
+    raise KeyError(f"no generated region {name!r}; the regions are {list(REGIONS)}")
 
 
 def _markers(name: str) -> tuple[str, str]:
     return f"<!-- {name}: python -m course colab -->", f"<!-- end of {name} -->"
 
 
-def sync_readme(check: bool = False) -> bool:
-    """Rewrite the README's generated regions; True if they were all already current."""
-    text = _README.read_text(encoding="utf-8")
-    new = text
-    for name in README_REGIONS:
-        start, end = _markers(name)
-        pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
-        if not pattern.search(new):
-            raise LookupError(f"README.md has no {start!r} ... {end!r} region")
-        new = pattern.sub(lambda _, n=name, s=start, e=end: s + readme_region(n) + e, new)
-    if new == text:
-        return True
-    if not check:
-        _README.write_text(new, encoding="utf-8")
-    return False
+def sync_regions(check: bool = False) -> list[str]:
+    """Rewrite every generated region in its file (`REGIONS`); the files that were not
+    current (all current: none). With ``check``, write nothing."""
+    stale = []
+    for file in dict.fromkeys(REGIONS.values()):
+        path = REPO / file
+        text = path.read_text(encoding="utf-8")
+        new = text
+        for name in (n for n, f in REGIONS.items() if f == file):
+            start, end = _markers(name)
+            pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
+            if not pattern.search(new):
+                raise LookupError(f"{file} has no {start!r} ... {end!r} region")
+            new = pattern.sub(lambda _, n=name, s=start, e=end: s + region(n) + e, new)
+        if new != text:
+            stale.append(file)
+            if not check:
+                path.write_text(new, encoding="utf-8")
+    return stale
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m course colab [--check]``: write the set-up cells and the README's links."""
+    """``python -m course colab [--check]``: write (or check) the set-up cells and every
+    generated region (`REGIONS`)."""
     check = "--check" in (argv or [])
     stale = [
         p.name for p in sorted(_NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")) if not sync_notebook(p, check)
     ]
-    if not sync_readme(check):
-        stale.append("README.md")
+    stale += sync_regions(check)
     if stale and check:
         print(f"out of date (run python -m course colab): {', '.join(stale)}", file=sys.stderr)
         return 1

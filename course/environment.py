@@ -1,5 +1,6 @@
 """The course's virtual environment, ``.venv``: made on first use, brought up to date when
-pyproject.toml changes (its stamp, ``.venv/.installed``, is older), as ``make`` did.
+the requirements change (its stamp, ``.venv/.installed``, is older than pyproject.toml,
+lib/pyproject.toml or constraints.txt), as ``make`` did.
 
 The course's JupyterLab extension (built in ``jupyter/labextensions``) goes where a
 JupyterLab, Notebook 7 or Voila of an environment finds prebuilt extensions,
@@ -19,11 +20,14 @@ from pathlib import Path
 from .paths import REPO
 
 __all__ = [
+    "CONSTRAINTS",
     "EXTRAS",
     "LABEXTENSION",
+    "REQUIREMENTS",
     "STAMP",
     "VENV",
     "ensure",
+    "install_arguments",
     "install_labextension",
     "labextensions_dir",
     "venv_python",
@@ -31,9 +35,24 @@ __all__ = [
 
 VENV = REPO / ".venv"
 STAMP = VENV / ".installed"
-#: what the course's environment installs: the library, its tests, Triton where it runs, and
-#: the teaching tools (the graded edition's tests run nbgrader)
-EXTRAS = "dev,triton,teach"
+#: what the course's environment installs: the course with JupyterLab, its tests, Triton where
+#: it runs, and the teaching tools (the graded edition's tests run nbgrader)
+EXTRAS = "lab,dev,triton,teach"
+#: the versions every test ran against, passed to every pip install of the course
+CONSTRAINTS = REPO / "constraints.txt"
+#: the files whose change means installing again
+REQUIREMENTS = (REPO / "pyproject.toml", REPO / "lib" / "pyproject.toml", CONSTRAINTS)
+
+
+def install_arguments(extras: str = EXTRAS, editable: bool = True) -> list[str]:
+    """pip's arguments (after ``pip install``) for the library and the course from this
+    checkout, with ``extras``, held to `CONSTRAINTS`."""
+    lib, course = str(REPO / "lib"), f"{REPO}[{extras}]" if extras else str(REPO)
+    if editable:
+        return ["-c", str(CONSTRAINTS), "-e", lib, "-e", course]
+    return ["-c", str(CONSTRAINTS), lib, course]
+
+
 #: the course's JupyterLab extension as built (its source: jupyter/a11y-extension)
 LABEXTENSION = REPO / "jupyter" / "labextensions" / "attention-course-a11y"
 
@@ -73,14 +92,34 @@ def install_labextension(prefix: Path = VENV) -> Path:
     return target
 
 
+#: the .pth file that puts the checkout on .venv's path, so that its own packages (course,
+#: labdriver: never installed, never in a wheel) import from any folder there, as the
+#: benchmarks and scripts run as files need
+CHECKOUT_PTH = "attention-course-checkout.pth"
+
+
+def put_checkout_on_path(python: Path) -> Path:
+    """Write `CHECKOUT_PTH` into the site-packages of ``python``'s environment; its path."""
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    pth = Path(purelib) / CHECKOUT_PTH
+    pth.write_text(f"{REPO}\n", encoding="utf-8")
+    return pth
+
+
 def _current() -> bool:
-    pyproject = REPO / "pyproject.toml"
-    return STAMP.exists() and STAMP.stat().st_mtime >= pyproject.stat().st_mtime
+    return STAMP.exists() and all(
+        STAMP.stat().st_mtime >= path.stat().st_mtime for path in REQUIREMENTS
+    )
 
 
 def ensure(base_python: str = sys.executable) -> Path:
     """``.venv`` made with ``base_python`` if missing, the course installed into it unless
-    the stamp is newer than pyproject.toml, and the course's lab extension as built copied
+    the stamp is newer than the requirements, and the course's lab extension as built copied
     into it; returns its interpreter."""
     python = venv_python()
     if not python.exists():
@@ -89,9 +128,10 @@ def ensure(base_python: str = sys.executable) -> Path:
     if not _current():
         for step in (
             ["-m", "pip", "install", "--upgrade", "pip"],
-            ["-m", "pip", "install", "-e", f".[{EXTRAS}]"],
+            ["-m", "pip", "install", *install_arguments()],
         ):
             subprocess.run([str(python), *step], cwd=REPO, check=True)
+        put_checkout_on_path(python)
         STAMP.touch()
     install_labextension(VENV)
     return python

@@ -7,7 +7,7 @@ python -m course graded strip [PYTHON]    # a graded class's install: the soluti
 The first two run teachers/graded's scripts in this interpreter (the teacher's
 environment: the course and its teach extra). ``strip`` removes the solutions' one data
 module (attention_course/lessons/exercises/answers.py, and its compiled copies) from the
-environment of PYTHON (default: this one), after ``pip install .`` there; it refuses a
+environment of PYTHON (default: this one), after ``pip install ./lib .`` there; it refuses a
 course that is installed from this checkout (editable), whose answers.py is the course's
 own source.
 """
@@ -46,7 +46,7 @@ def solutions(python: str) -> tuple[Path | None, str]:
     if package.is_relative_to(REPO.resolve()):
         return None, (
             f"{python} runs the course from this checkout ({package}), an editable install: "
-            "strip a learners' environment made with pip install ."
+            "strip a learners' environment made with pip install ./lib ."
         )
     return package / "answers.py", ""
 

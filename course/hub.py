@@ -5,9 +5,9 @@ The shape is The Littlest JupyterHub's, on this course's environment:
 - ``install``: the learners' environment in its own prefix (``/opt/attention-course``
   unless ``COURSE_HUB_PREFIX`` says otherwise), made with Debian's ``/usr/bin/python3``:
   a Python every user can run (the machine's default Python may live under ``/root``,
-  which a learner's server cannot enter). It holds the course with its pinned runtime
-  requirements (pyproject.toml; torch as the CPU build from Binder's index,
-  binder/requirements.txt) and the ``teach`` extra (JupyterHub, whose
+  which a learner's server cannot enter). It holds the library and the course, with
+  JupyterLab (the ``lab`` extra), at constraints.txt's pins (torch as the CPU build from
+  Binder's index, binder/requirements.txt), and the ``teach`` extra (JupyterHub, whose
   ``jupyterhub-singleuser`` runs each learner's server, the idle culler, nbgitpuller).
   The hub runs from the same environment: one set of pins, and the hub and the learners'
   servers are the same JupyterHub version, as they must be. configurable-http-proxy
@@ -43,6 +43,7 @@ import urllib.parse
 from pathlib import Path
 
 from . import graded as course_graded
+from .environment import install_arguments
 from .paths import REPO
 from .project import pin, repository
 
@@ -84,7 +85,13 @@ def _pins() -> str:
     CPU index, the proxy's pin."""
     return "\n".join(
         (REPO / name).read_text(encoding="utf-8")
-        for name in ("pyproject.toml", "binder/requirements.txt", "teachers/hub/package.json")
+        for name in (
+            "pyproject.toml",
+            "lib/pyproject.toml",
+            "constraints.txt",
+            "binder/requirements.txt",
+            "teachers/hub/package.json",
+        )
     )
 
 
@@ -93,7 +100,7 @@ def stamp_key() -> str:
     importable sources (installed as a copy, not editable), its lab settings and its built
     lab extension (a wheel's data files), not the extension's build tools (node_modules)."""
     digest = hashlib.sha256(_pins().encode())
-    for top in ("attention_lib", "course", "jupyter"):
+    for top in ("lib/attention_lib", "attention_course", "course", "jupyter"):
         for path in sorted((REPO / top).rglob("*")):
             if path.is_file() and not {"__pycache__", "node_modules"} & set(path.parts):
                 digest.update(str(path.relative_to(REPO)).encode())
@@ -164,16 +171,16 @@ def _build(prefix: Path, key: str) -> None:
         subprocess.run([BASE_PYTHON, "-m", "venv", str(user)], check=True)
     # A copy of the course, not an editable install: the repository may sit where learners
     # cannot read (under /root), and their kernels import attention_lib from here.
-    had_build = (REPO / "build").exists()
+    builds = [folder for folder in (REPO / "build", REPO / "lib" / "build") if not folder.exists()]
     pip = [str(user / "bin" / "python"), "-m", "pip", "install", "--quiet"]
     # torch first, alone with Binder's CPU index (one retry: a closed network answers fast)
     subprocess.run(
         [*pip, "--retries", "1", "--extra-index-url", _torch_index(), pin("torch")],
         cwd=prefix, check=True,
     )  # fmt: skip
-    subprocess.run([*pip, f"{REPO}[teach]"], cwd=prefix, check=True)
-    if not had_build:  # setuptools' build of the copy, made in the repository
-        shutil.rmtree(REPO / "build", ignore_errors=True)
+    subprocess.run([*pip, *install_arguments("lab,teach", editable=False)], cwd=prefix, check=True)
+    for folder in builds:  # setuptools' builds of the copies, made in the repository
+        shutil.rmtree(folder, ignore_errors=True)
     proxy_dir = prefix / "proxy"
     proxy_dir.mkdir(exist_ok=True)
     shutil.copy2(REPO / "teachers" / "hub" / "package.json", proxy_dir / "package.json")

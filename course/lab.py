@@ -6,7 +6,7 @@ must, then serves; the browser driver (labdriver) starts the serving part,
 screenshots and the latency benchmark. Serving:
 
 - the learner's own copies of the notebooks, ``my-notebooks/`` (git-ignored),
-  made and kept up to date by scripts/my_notebooks.py: their work never lands
+  made and kept up to date by `course.my_notebooks`: their work never lands
   in ``notebooks/``, and a course update is offered beside their copy, never
   over it. ``LAB_ROOT_DIR`` names another folder to serve as it is (the tests
   serve a scratch copy of ``notebooks/``, so they test the course as committed);
@@ -32,6 +32,7 @@ import re
 import subprocess
 import sys
 
+from . import my_notebooks
 from .paths import REPO
 
 __all__ = ["lab_command", "serve"]
@@ -55,9 +56,7 @@ def lab_command(args: list[str]) -> tuple[list[str], dict[str, str]]:
     env = dict(os.environ)
     root = env.get("LAB_ROOT_DIR")
     if not root:
-        subprocess.run(
-            [sys.executable, str(REPO / "scripts" / "my_notebooks.py"), "sync"], check=True
-        )
+        my_notebooks.sync()
         root = str(REPO / "my-notebooks")
     as_root = []
     if hasattr(os, "geteuid") and os.geteuid() == 0:

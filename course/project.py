@@ -1,5 +1,5 @@
-"""What pyproject.toml says about the course: its version and its repository's address, and the
-addresses built from them (the repository's page, Binder's)."""
+"""What pyproject.toml says about the course (its version and its repository's address, and the
+addresses built from them: the repository's page, Binder's), and constraints.txt's pins."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from functools import cache
 
 from .paths import REPO
 
-__all__ = ["binder_link", "pin", "repository", "repository_url", "version"]
+__all__ = ["binder_link", "pin", "pins", "repository", "repository_url", "version"]
 
 
 @cache
@@ -50,11 +50,17 @@ def binder_link(notebook: str = "00_start_here.ipynb") -> str:
     )
 
 
+def pins() -> dict[str, str]:
+    """constraints.txt's pins, the versions every test ran against: {name: ``name==x.y.z``
+    (without its environment marker)}, names in lower case."""
+    text = (REPO / "constraints.txt").read_text(encoding="utf-8")
+    found = re.findall(r"^([A-Za-z0-9_.-]+)==([^;\s]+)", text, flags=re.MULTILINE)
+    return {name.lower(): f"{name}=={version}" for name, version in found}
+
+
 def pin(name: str) -> str:
-    """pyproject.toml's exact pin of requirement ``name`` (``name==x.y.z``, without its
-    environment marker), from any list."""
-    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
-    found = re.search(rf'"({re.escape(name)}==[^";\s]+)\s*[";]', text)
-    if not found:
-        raise LookupError(f"pyproject.toml pins no {name}")
-    return found.group(1)
+    """constraints.txt's exact pin of requirement ``name`` (``name==x.y.z``)."""
+    try:
+        return pins()[name.lower()]
+    except KeyError:
+        raise LookupError(f"constraints.txt pins no {name}") from None

@@ -3,10 +3,11 @@
 Shared by the browser tests (``tests/browser``), the latency benchmark
 (``benchmarks/latency.py``), the busy lab that loads the machine
 (``benchmarks/busy_lab.py``) and the screenshots (``scripts/screenshots.py``),
-which import it as a package (``make``'s editable install puts it on the
-path). Nothing here downloads anything: JupyterLab is started with
-``python -m course serve`` (how ``make lab`` serves) on a free localhost port, and
-Chromium is the system's, launched by Playwright through ``executable_path``.
+which import it as a package from the checkout (it is never installed: pytest's
+``pythonpath`` puts the checkout on the path). Nothing here downloads anything:
+JupyterLab is started with ``python -m course serve`` (how ``make lab`` serves) on a
+free localhost port, and Chromium is the system's, launched by Playwright through
+``executable_path``.
 
 By job:
 

@@ -1,7 +1,7 @@
 """The course the driver runs: the repository this package sits in.
 
-The driver is installed in editable mode (``make``'s ``pip install -e``), so
-the repository is this folder's parent: its ``course`` package (whose
+The driver works from the checkout (it is never installed), so the repository
+is this folder's parent: its ``course`` package (whose
 ``python -m course serve`` is how ``make lab`` serves) and its ``notebooks/``.
 """
 

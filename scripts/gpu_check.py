@@ -16,7 +16,7 @@
 2. The benchmark (`attention_course.bench.gpu`): our kernels against SDPA's
    flash, cuDNN and memory-efficient backends, forward and forward+backward,
    and the memory figure at L = 65536. Results land in
-   ``benchmarks/results/gpu-<device>/`` with this check's records
+   ``attention_course/bench/measured/gpu-<device>/`` with this check's records
    (gpu_check.json).
 3. A short table last: every check's outcome and each target's.
 
@@ -38,6 +38,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 WHEELS = ROOT / ".whl"
+#: where notebook 05 reads GPU runs (attention_course.bench.results.MEASURED; the package is
+#: imported only once the path is set up)
+MEASURED = ROOT / "attention_course" / "bench" / "measured"
 # pure-Python requirements the GPU machine may lack: (import name, distribution name)
 CARRIED = (("array_api_compat", "array-api-compat"),)
 
@@ -69,13 +72,13 @@ def bring_wheels(wheels: Path = WHEELS, carried=CARRIED) -> list[str]:
     return used
 
 
-def pinned(distribution: str, pyproject: Path = ROOT / "pyproject.toml") -> str:
-    """The ``name==version`` pyproject.toml pins for a distribution (the one source of truth)."""
-    for line in pyproject.read_text().splitlines():
-        text = line.strip().strip(",").strip('"')
+def pinned(distribution: str, constraints: Path = ROOT / "constraints.txt") -> str:
+    """The ``name==version`` constraints.txt pins for a distribution (the one place pins live)."""
+    for line in constraints.read_text().splitlines():
+        text = line.split(";")[0].strip()
         if text.startswith(distribution + "=="):
             return text
-    raise SystemExit(f"{distribution} is not pinned in {pyproject}")
+    raise SystemExit(f"{distribution} is not pinned in {constraints}")
 
 
 def fetch_wheels() -> int:
@@ -186,11 +189,11 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--fetch-wheels", action="store_true", help="download the carried wheels into .whl/"
     )
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--out", type=Path, default=MEASURED)
     args = parser.parse_args(argv)
     if args.fetch_wheels:
         return fetch_wheels()
-    sys.path.insert(0, str(ROOT))
+    sys.path[:0] = [str(ROOT / "lib"), str(ROOT)]  # the library and the course, uninstalled
     carried = bring_wheels()
     start = time.perf_counter()
     import torch

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from . import cpu, gpu
 from .machine import busy_warning, command_line, machine_name
+from .results import MEASURED
 
 __all__ = ["main", "parse_cpu", "parse_gpu"]
 
@@ -63,7 +64,7 @@ def parse_cpu(argv: Sequence[str] | None) -> argparse.Namespace:
         help="a path slower than this skips longer lengths",
     )
     p.add_argument("--matmul-size", type=int, default=2048, help="n of the n x n x n baseline")
-    p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    p.add_argument("--out", type=Path, default=MEASURED)
     ratios = p.add_argument_group("ratios (our torch tiled path against SDPA)")
     ratios.add_argument("--ratios-only", action="store_true", help="skip the sweep")
     ratios.add_argument("--no-ratios", action="store_true", help="skip the ratios")
@@ -111,7 +112,7 @@ def parse_gpu(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--tune", action="store_true", help="time each kernel's tile candidates (default L 4096)"
     )
-    p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    p.add_argument("--out", type=Path, default=MEASURED)
     args = p.parse_args(argv)
     if args.quick:
         args.lengths = list(gpu.QUICK_LENGTHS)

@@ -9,7 +9,7 @@ GPU; `attention_course.bench.machine`), and each as a fraction of a plain matrix
 product timed in the same run, the machine's practical limit. Ratios measured
 in one run are what to compare: these machines are shared and noisy. Sizes
 that would not fit are refused and recorded as such. Results go to
-``benchmarks/results/<machine>/`` as JSON, CSV and PNG plots, with the
+``attention_course/bench/measured/<machine>/`` (package data) as JSON, CSV and PNG plots, with the
 machine, versions, thread count and load average (`machine_info`), and the
 growth exponents in L fitted on them (`attention_course.bench.results`).
 """
@@ -35,6 +35,7 @@ import numpy as np
 from attention_lib.core import scaled_dot_product_attention
 from attention_lib.flash import flash_attention
 from attention_lib.memory import AttentionMemoryError
+
 from .machine import CudaPeak, HostPeak, command_line, machine_info
 from .results import growth_exponents
 

@@ -35,8 +35,8 @@ backward pass needs (two float32 per row: the row's maximum and log2 of its
 total, `attention_lib.flash.triton.forward`), with 5% to spare. The
 targets (`TARGETS`) are the throughput ratios the kernels were built to
 reach, each checked on the rows measured side by side in the run. Results go to
-``benchmarks/results/gpu-<device>/`` as gpu_results.json, gpu_results.csv
-and gpu_tflops.png.
+``attention_course/bench/measured/gpu-<device>/`` (package data) as gpu_results.json,
+gpu_results.csv and gpu_tflops.png.
 
 Importing this module imports nothing heavy; torch and triton load in `run`.
 """

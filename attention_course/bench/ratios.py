@@ -51,6 +51,7 @@ import numpy as np
 from attention_lib.core import scaled_dot_product_attention
 from attention_lib.flash import flash_attention
 from attention_lib.flash.tiles import score_fraction
+
 from .floor import (
     floor_cases,
     format_floor,

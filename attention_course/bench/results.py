@@ -1,11 +1,11 @@
 """The readers of the benchmarks' results files, and what their fits say against the cost model.
 
-`load_benchmarks` reads every ``benchmarks/results/<machine>/results.json``
+`load_benchmarks` reads every ``<root>/<machine>/results.json`` (root: `MEASURED`)
 (the CPU sweep's, `attention_course.bench.cpu`) into a `BenchmarkRun`: its
 machine, its rows, each path's measurements against the length
 (`BenchmarkRun.series`) and their fitted growth exponents
 (`growth_exponents`, the same fit the sweep writes into its file).
-`load_gpu_runs` reads ``benchmarks/results/gpu-<device>/gpu_results.json``
+`load_gpu_runs` reads ``<root>/gpu-<device>/gpu_results.json``
 (the GPU sweep's, `attention_course.bench.gpu`) into a `GpuRun`.
 
 Against the cost model (`attention_course.lessons.cost`), time grows like T²
@@ -31,6 +31,7 @@ from attention_lib.backend import itemsize
 from attention_lib.fits import fit_exponent, log_log_slope
 
 __all__ = [
+    "MEASURED",
     "NEAR",
     "BenchmarkRun",
     "GpuRun",
@@ -43,6 +44,10 @@ __all__ = [
     "load_gpu_runs",
     "time_steps",
 ]
+
+#: the committed results, shipped with the package (package data), where `make bench` and the
+#: GPU check write them: the notebooks read them from an installed course as from a checkout
+MEASURED = Path(__file__).resolve().parent / "measured"
 
 _METRICS = {"time": "median_s", "memory": "peak_mib_beyond_inputs"}
 
@@ -162,7 +167,7 @@ class BenchmarkRun:
         return growth_exponents(self.rows, width, causal, points)
 
 
-def load_benchmarks(root: str | Path = "benchmarks/results") -> list[BenchmarkRun]:
+def load_benchmarks(root: str | Path = MEASURED) -> list[BenchmarkRun]:
     """Every ``<root>/<machine>/results.json``, sorted by machine directory name.
 
     An absent or empty ``root`` gives an empty list. Raises ValueError for a
@@ -360,7 +365,7 @@ class GpuRun:
         return list(dict.fromkeys(r["path"] for r in self.rows))
 
 
-def load_gpu_runs(root: str | Path = "benchmarks/results") -> list[GpuRun]:
+def load_gpu_runs(root: str | Path = MEASURED) -> list[GpuRun]:
     """Every ``<root>/gpu-*/gpu_results.json``, sorted by directory name ([] when none).
 
     Raises ValueError naming a file that is not a GPU results file.

@@ -39,6 +39,7 @@ from attention_lib.variants import (
     performer_weights,
     random_projection,
 )
+
 from .base import Explorer
 from .controls import fit_slider
 

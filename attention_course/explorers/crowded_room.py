@@ -35,6 +35,9 @@ import ipywidgets as widgets
 import numpy as np
 
 from attention_lib.core import attention_weights
+from attention_lib.normalisers import softmax
+from attention_lib.scales import turn_volume
+
 from ..lessons.crowded_room import (
     FRIENDS,
     LESSON_HEAD_SLOTS,
@@ -51,8 +54,6 @@ from ..lessons.crowded_room import (
 from ..lessons.figures import sharing_picture
 from ..lessons.figures.still import figure_png as png_bytes
 from ..lessons.figures.style import WORD_COLOURS
-from attention_lib.normalisers import softmax
-from attention_lib.scales import turn_volume
 from .base import DRAWING, Explorer
 from .controls import fit_label, fit_slider
 from .reveal import Prediction, answer_picture, predict_number

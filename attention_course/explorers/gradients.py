@@ -26,12 +26,13 @@ from collections.abc import Sequence
 import ipywidgets as widgets
 import numpy as np
 
+from attention_lib.normalisers import softmax, softmax_jacobian, softmax_jacobian_norm
+
 from ..lessons.figures import spread_figure
 from ..lessons.figures.still import figure_png as png_bytes
 from ..lessons.saturation import jacobian_norm_table, qk_norm_view, reduce_norms
 from ..lessons.scaling import POWER_OF_TWO_WIDTHS, dot_product_samples, sweep_widths
 from ..model.catalogue import MODEL_LABELS
-from attention_lib.normalisers import softmax, softmax_jacobian, softmax_jacobian_norm
 from .base import Explorer, key_weight_bars
 from .controls import WidthAndScale, fit_label
 from .reveal import Prediction, answer_picture, predict_number

@@ -26,6 +26,8 @@ import ipywidgets as widgets
 import numpy as np
 
 from attention_lib.core import attention_weights, scaled_dot_product_attention
+from attention_lib.normalisers import softmax
+
 from ..lessons.mistakes import (
     MistakeRun,
     attend_mask_after_softmax,
@@ -34,7 +36,6 @@ from ..lessons.mistakes import (
     qk_normalised_weights,
     random_rows,
 )
-from attention_lib.normalisers import softmax
 from .base import Explorer
 from .controls import fit_label, fit_slider
 

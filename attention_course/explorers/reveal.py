@@ -4,7 +4,7 @@
 guess with a slider or a choice and presses "Lock in my guess"; only then is
 the answer computed, compared with the guess and shown, with an optional
 widget (an explorer's box) that stays hidden until then. (An exercise's hints
-and solution wait in `attention_course.lessons.exercises.gate.ExerciseGate`.)
+and solution wait in `attention_course.explorers.gate.ExerciseGate`.)
 
 Its widget's display bundle also holds a one-line still version
 (`attention_course.explorers.base.StillBox`), so a notebook opened without its
@@ -38,10 +38,12 @@ __all__ = [
     "BUTTON",
     "GUESS",
     "STILL",
+    "NoteBox",
     "Prediction",
     "answer_picture",
     "predict_choice",
     "predict_number",
+    "show",
 ]
 
 _HIDDEN = {"display": "none"}
@@ -75,11 +77,13 @@ def answer_picture(png: bytes, alt: str, width: int | None = None) -> widgets.VB
     return box
 
 
-def _show(widget: widgets.Widget, shown: bool = True) -> None:
+def show(widget: widgets.Widget, shown: bool = True) -> widgets.Widget:
+    """``widget`` shown (or hidden, ``shown`` False) where it sits; returns it."""
     widget.layout.display = None if shown else "none"
+    return widget
 
 
-class _NoteBox(StillBox):
+class NoteBox(StillBox):
     """An ask-before-telling box (class `BOX`) whose still version is one line of text."""
 
     def __init__(self, children: list[widgets.Widget], note: str, **kwargs: Any) -> None:
@@ -135,10 +139,10 @@ class Prediction(CellOwned):
         self.reveal = reveal
         children = [self.question, widgets.HBox([guess, self.button]), self.result]
         if reveal is not None:
-            _show(reveal, False)
+            show(reveal, False)
             reveal.add_class(ANSWER)
             children.append(reveal)
-        self.widget = _NoteBox(children, self.STILL)
+        self.widget = NoteBox(children, self.STILL)
         guess.observe(self._allow, names="value")
         self._allow()
 
@@ -156,9 +160,9 @@ class Prediction(CellOwned):
             self.answered = self.answer()
             self.verdict = self.judge(self.guess.value, self.answered)
             self.result.value = html.escape(self.verdict).replace("\n", "<br>")
-            _show(self.result)
+            show(self.result)
             if self.reveal is not None:
-                _show(self.reveal)
+                show(self.reveal)
             for held in self._on_lock:
                 callback = held()
                 owner = getattr(callback, "__self__", None)

@@ -23,9 +23,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
+from attention_lib.normalisers import softmax
+
 from ..lessons.exercises import check_scale_rule
 from ..lessons.scaling import POWER_OF_TWO_WIDTHS, WeightStats, sweep_widths
-from attention_lib.normalisers import softmax
 from .base import Explorer, key_weight_bars
 from .controls import WidthAndScale
 from .reveal import Prediction, predict_choice

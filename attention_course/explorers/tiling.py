@@ -21,9 +21,10 @@ from matplotlib.ticker import MaxNLocator
 
 from attention_lib.core import scaled_dot_product_attention
 from attention_lib.flash import flash_attention, key_blocks, query_blocks
+from attention_lib.normalisers import softmax
+
 from ..lessons.cost import tiled_memory
 from ..lessons.online import online_softmax_steps
-from attention_lib.normalisers import softmax
 from .base import Explorer
 from .controls import fit_label, fit_slider
 

@@ -334,8 +334,8 @@ class HeadMapsExplorer(_KeepsBackgrounds, Explorer):
     counts them; their values are the 0-based indices into the weights
     (``maps.weights[layer, head]``). Cells above the diagonal are hatched grey: the causal mask
     keeps a word from looking at later words, so their weight is exactly 0.
-    After each update ``maps`` holds the `attention_course.model.views.HeadMaps` drawn. A new sentence
-    changes the words on both axes, whose background is kept per sentence and
+    After each update ``maps`` holds the `attention_course.model.views.HeadMaps` drawn. A new
+    sentence changes the words on both axes, whose background is kept per sentence and
     drawn ahead while the kernel is idle (`_KeepsBackgrounds`); every move
     redraws only the map, its highlighted row and its title.
     """

@@ -73,10 +73,13 @@ def check(timeout: float = 300.0) -> None:
     check failing) or runs past ``timeout`` seconds; the kernel itself never imports
     torch here.
     """
-    # the child finds this copy of the library even where the kernel found it by path
-    here = str(Path(__file__).resolve().parents[2])
+    # the child finds these copies of the course and the library even where the kernel found
+    # them by path
+    import attention_lib
+
+    here = [Path(__file__).resolve().parents[2], Path(attention_lib.__file__).resolve().parents[1]]
     path = os.environ.get("PYTHONPATH")
-    env = dict(os.environ, PYTHONPATH=here + (os.pathsep + path if path else ""))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*map(str, here), *([path] if path else [])]))
     command = [sys.executable, "-m", "attention_course.lessons.environment"]
     try:
         child = subprocess.run(

@@ -3,7 +3,7 @@
 `gpu_caption` puts the first committed GPU run (read by
 `attention_course.bench.results.load_gpu_runs` from what ``make gpu-check``, or
 ``python -m attention_course.bench`` on a CUDA machine, wrote under
-``benchmarks/results/gpu-<device>/``) into one sentence, or says plainly
+``attention_course/bench/measured/gpu-<device>/``) into one sentence, or says plainly
 that none is committed yet (`NO_GPU_RESULTS`; the figure beside it is
 `attention_course.lessons.figures.plot_cpu_and_gpu`). `live_comparison` times
 our kernel against PyTorch's SDPA where a CUDA device is present and
@@ -33,7 +33,7 @@ __all__ = [
 
 NO_GPU_RESULTS = (
     "No GPU results are committed yet. On a machine with an NVIDIA GPU, `make gpu-check` "
-    "measures them into benchmarks/results/gpu-<device>/."
+    "measures them, to be committed beside the CPU results."
 )
 NO_LIVE_GPU = "No CUDA device here, so there is no live GPU comparison on this machine."
 
@@ -102,8 +102,9 @@ def live_comparison(
     import torch.nn.functional as F
     import triton.testing
 
-    from ..bench.gpu import GpuCase, fa2_shape
     from attention_lib.flash import flash_attention
+
+    from ..bench.gpu import GpuCase, fa2_shape
 
     results: dict[str, dict[int, float]] = {"flash_attention": {}, "torch SDPA": {}}
     for length in lengths:

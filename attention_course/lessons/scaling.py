@@ -33,11 +33,12 @@ from typing import Any
 import numpy as np
 
 from attention_lib.inputs import positive_integer, positive_number
+from attention_lib.normalisers import entropy, softmax
+from attention_lib.scales import scale_for
+
 from ..model.catalogue import MODEL_LABELS
 from ..model.head_stats import parallel_alignment
 from ..model.report import head_metric, report_models
-from attention_lib.normalisers import entropy, softmax
-from attention_lib.scales import scale_for
 
 __all__ = [
     "POWER_OF_TWO_WIDTHS",

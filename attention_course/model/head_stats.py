@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from attention_lib.normalisers import entropy, simplex_check, softmax_jacobian_norm
+
 from .report import head_metric
 
 __all__ = [

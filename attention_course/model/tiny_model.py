@@ -47,6 +47,7 @@ from attention_lib.core import scaled_dot_product_attention
 from attention_lib.flash import flash_attention
 from attention_lib.inputs import positive_integer
 from attention_lib.scales import check_volume
+
 from .weights import ModelConfig, read_weights
 
 __all__ = [

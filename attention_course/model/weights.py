@@ -37,6 +37,7 @@ from attention_lib.core import masked_scores
 from attention_lib.inputs import positive_integer
 from attention_lib.normalisers import softmax
 from attention_lib.scales import check_volume, scale_for
+
 from .catalogue import TRAINED, trained_dir
 
 __all__ = ["LAYER_NORM_EPS", "LayerScores", "ModelConfig", "NumpyModel", "read_weights"]

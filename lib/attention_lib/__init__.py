@@ -11,15 +11,11 @@ Every function takes numpy arrays (and returns numpy) or torch tensors (and
 returns torch, on the same device). Importing this package does not import
 torch; torch loads when a tensor arrives or `best_device` is called.
 
-The package is a house of floors, each importing only from the floors below:
+The package is a house of floors, each importing only from the floors below
+(tests/project/test_layering.py reads every import):
 
-    explorers/        the slider apps the notebooks display; one registry of them
-    lessons/          the course's experiments and figures, filed by idea
-    bench · model/ · variants/
-                      the benchmark command (CPU and GPU suites); the small trained
-                      model (corpus, model, training, weights, report); the attention
-                      variants (additive, cosine / QK-norm, linear / Performer,
-                      sigmoid, differential)
+    variants/         the attention variants (additive, cosine / QK-norm, linear /
+                      Performer, sigmoid, differential)
     core · flash/     the reference path and the masked scores the variants reuse;
                       the tiled paths (numpy loop, torch path, Triton kernels)
     scales · nonfinite
@@ -29,6 +25,9 @@ The package is a house of floors, each importing only from the floors below:
                       argument checking (once), masks, softmax and its alternatives
                       with the softmax Jacobian and the simplex check, refusals, dropout
     backend · fits    numpy / torch dispatch (array-api-compat); a slope fit
+
+It needs numpy and array-api-compat only; the course that teaches with it
+(``attention_course``) is a package of its own, above it.
 """
 
 from .backend import best_device

@@ -1,5 +1,5 @@
 # The course's JupyterHub: one server, real system users, each learner's own JupyterLab.
-# Started by `python -m course hub start` (README, "Teaching a class"), which sets the
+# Started by `python -m course hub start` (docs/teachers.md, "Teaching a class"), which sets the
 # COURSE_HUB_* variables below; a teacher may also edit this file (it is plain Python).
 #
 #   COURSE_HUB_PREFIX        the environment `python -m course hub install` made

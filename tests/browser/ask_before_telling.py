@@ -12,7 +12,7 @@ and every exercise's solution in the course, whatever notebook shows it):
   displayed until the answer is asked for;
 - the button that asks has ``al-reveal-button`` (`reveal.BUTTON`): a prediction's "Lock in
   my guess", a solution's "Show the solution" (in an exercise's box,
-  `attention_course.lessons.exercises.gate`, enabled once its hints are all open: the test
+  `attention_course.explorers.gate`, enabled once its hints are all open: the test
   opens them first, as the learner's "guess");
 - a prediction's guess has ``al-reveal-guess`` (`reveal.GUESS`): a choice starts with
   nothing picked, so the test picks its first option; a slider keeps the value it shows;
@@ -43,8 +43,7 @@ from pathlib import Path
 import pytest
 
 import labdriver
-from attention_course.explorers import reveal
-from attention_course.lessons.exercises import gate
+from attention_course.explorers import gate, reveal
 
 #: A shared run of this many words between an answer's prose and what is on the page counts
 #: as the answer being on the page (the lesson-overlap hook uses 8 for copied sentences).

@@ -13,7 +13,7 @@ For notebooks 02 and 07, after Run All Cells:
    that never returns. Each is answered in one sentence, with no traceback, and the
    kernel is free again afterwards (the time limit stopped the loop).
 
-The box's parts are marked with `attention_course.lessons.exercises.gate`'s CSS classes.
+The box's parts are marked with `attention_course.explorers.gate`'s CSS classes.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 import pytest
 
 import labdriver
-from attention_course.lessons.exercises import gate
+from attention_course.explorers import gate
 from attention_course.lessons.exercises.registry import EXERCISES
 
 pytestmark = pytest.mark.browser

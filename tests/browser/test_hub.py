@@ -463,7 +463,7 @@ def test_a_graded_class_leaves_the_learners_no_solution(hub):
 
 
 def test_the_teachers_command_lets_in_the_class_alone_and_culls_idle_servers(ready, chromium):
-    """``python -m course hub start`` as the README says, with its default authenticator
+    """``python -m course hub start`` as docs/teachers.md says, with its default authenticator
     (PAM: the system users' own passwords, the class's group alone), and its idle culler
     (here after `CULL_S` seconds, not an hour)."""
     name, password = "hubtest-pam", "Pam-pass-42"

@@ -45,6 +45,9 @@ import pytest
 from ask_before_telling import asks, check_answers_wait
 from stills import check_still_figures
 
+from attention_course.explorers.registry import REGISTRY, shown_in
+from attention_course.lessons.crowded_room import changed_hands, three_steps
+from attention_course.lessons.scaling import weight_stats
 from attention_lib import (
     attention_weights,
     entmax15,
@@ -54,10 +57,7 @@ from attention_lib import (
     softmax1,
     sparsemax,
 )
-from attention_course.explorers.registry import REGISTRY, shown_in
 from attention_lib.flash import key_blocks
-from attention_course.lessons.crowded_room import changed_hands, three_steps
-from attention_course.lessons.scaling import weight_stats
 from attention_lib.normalisers import softmax_jacobian
 from attention_lib.scales import scale_for, turn_volume
 from labdriver import RedrawTimeout, layout, open_notebook, restart, save_notebook, widget_outputs

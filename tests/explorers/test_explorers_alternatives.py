@@ -14,8 +14,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from attention_lib import entmax15, softmax, softmax1, sparsemax
 from attention_course.explorers.alternatives import PANELS, AlternativesExplorer
+from attention_lib import entmax15, softmax, softmax1, sparsemax
 from attention_lib.variants import cosine_logits
 
 pytestmark = pytest.mark.filterwarnings("error")
@@ -99,6 +99,7 @@ def test_multiplier_and_tau_through_their_ranges_at_both_width_ends(fast_explore
             assert f"τ={explorer.tau.value:.2g}" in explorer.axes["cosine"].get_title()
 
 
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_extremes_render_without_warnings(explorer):
     # every corner of the three controls, really drawn (Agg), warnings are errors
     for d in (1, 256):

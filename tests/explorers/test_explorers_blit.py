@@ -41,6 +41,7 @@ def differing_pixels(frame, full):
 
 
 @pytest.mark.parametrize("blitting", list(EXPLORERS), indirect=True)
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_every_frame_matches_a_full_redraw(blitting):
     explorer = blitting
     assert explorer.blits and explorer.live, "each explorer lists the artists it updates"
@@ -127,6 +128,7 @@ def test_a_frame_leaves_nothing_for_pyplot_to_redraw(blitting):
 
 
 @pytest.mark.parametrize("blitting", list(EXPLORERS), indirect=True)
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_the_first_draw_pins_the_axis_labels_where_they_were(blitting):
     """After the first draw every axis label stays put (explorers/base.py,
     `_pin_axis_labels`): drawn again, the figure is the same, pixel for pixel, and a

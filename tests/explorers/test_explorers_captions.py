@@ -272,6 +272,7 @@ def test_every_explorer_the_registry_builds_has_a_caption_check():
 
 
 @pytest.mark.parametrize("name", list(EXPLORERS))
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_every_caption_is_true_and_inside_the_figure_at_every_setting(name):
     entry, make = EXPLORERS[name]
     check = CHECKS[entry.cls]

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 from support import FLOAT64
 
-from attention_lib import softmax
 from attention_course.explorers import (
     NudgeExplorer,
     SlotsExplorer,
@@ -36,6 +35,7 @@ from attention_course.lessons.crowded_room import (
     learning_signal,
     three_steps,
 )
+from attention_lib import softmax
 from attention_lib.scales import turn_volume
 
 pytestmark = pytest.mark.filterwarnings("error")

@@ -96,6 +96,7 @@ def test_the_cache_is_bounded(monkeypatch):
 
 
 @pytest.mark.parametrize("test_id", list(builds()))
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_every_explorer_draws_through_the_cache_and_looks_the_same(test_id):
     _, build = builds()[test_id]
     explorer = build()

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 from support import legends_over_bars, texts_outside
 
-from attention_lib import softmax
 from attention_course.explorers import GradientExplorer, QKNormExplorer
 from attention_course.lessons.figures import retrieval_figure, spread_figure
 from attention_course.lessons.saturation import (
@@ -27,6 +26,7 @@ from attention_course.lessons.saturation import (
     train_retrieval_head,
 )
 from attention_course.lessons.scaling import POWER_OF_TWO_WIDTHS, dot_product_samples
+from attention_lib import softmax
 from attention_lib.normalisers import softmax_jacobian
 from attention_lib.scales import scale_for
 

@@ -24,10 +24,10 @@ from attention_course.explorers import ScalingExplorer, ThreeStepsExplorer, Volu
 from attention_course.explorers import base as explorer_base
 from attention_course.explorers.base import close_widgets, live_explorers, running_cell
 from attention_course.explorers.crowded_room import share_prediction
+from attention_course.explorers.gate import ExerciseGate
 from attention_course.explorers.registry import builds
 from attention_course.explorers.reveal import predict_choice
 from attention_course.lessons.exercises import check_scale_rule
-from attention_course.lessons.exercises.gate import ExerciseGate
 
 
 class Cells:

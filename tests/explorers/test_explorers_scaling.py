@@ -12,9 +12,9 @@ matplotlib.use("Agg")
 import numpy as np
 import pytest
 
-from attention_lib import attention_weights
 from attention_course.explorers import ScalingExplorer
 from attention_course.lessons.scaling import POWER_OF_TWO_WIDTHS, sweep_widths, weight_stats
+from attention_lib import attention_weights
 from attention_lib.normalisers import entropy
 from attention_lib.scales import scale_for
 

@@ -52,6 +52,7 @@ def decode_html_png(html: str) -> np.ndarray:
 
 
 @pytest.mark.parametrize("name", list(EXPLORERS))
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_the_display_bundle_carries_a_still_picture_and_the_note(name):
     explorer = EXPLORERS[name]()
     box = explorer.widget
@@ -157,6 +158,7 @@ def test_timers_fire_on_a_running_event_loop_and_never_without_one():
 
 
 @pytest.mark.parametrize("name", list(EXPLORERS))
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_controls_have_room_for_their_labels_and_tracks(name):
     explorer = EXPLORERS[name]()
     for control in explorer.controls:
@@ -175,6 +177,7 @@ def test_controls_have_room_for_their_labels_and_tracks(name):
 
 
 @pytest.mark.parametrize("name", list(EXPLORERS))
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_the_figure_fits_a_laptop_cell(name):
     explorer = EXPLORERS[name]()
     width, height = explorer.fig.bbox.size

@@ -95,6 +95,7 @@ def check_every_setting(explorer) -> int:
 
 
 @pytest.mark.parametrize("name", list(EXPLORERS))
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_the_alternative_says_the_pictures_numbers_at_every_setting(name):
     assert check_every_setting(EXPLORERS[name]()) >= 3
 
@@ -150,6 +151,7 @@ def test_steps_three_and_four_say_nothing_until_the_guess_is_locked_in():
 
 
 @pytest.mark.parametrize("name", list(EXPLORERS))
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_the_picture_and_its_alternative_sit_side_by_side_in_a_described_box(name):
     explorer = EXPLORERS[name]()
     box = explorer.widget

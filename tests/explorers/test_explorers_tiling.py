@@ -12,15 +12,15 @@ from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgba
 from support import FLOAT64
 
-from attention_lib import scaled_dot_product_attention, softmax
 from attention_course.explorers.tiling import (
     OnlineSoftmaxExplorer,
     TilingExplorer,
     default_stream,
     uncovered_rectangles,
 )
-from attention_lib.flash import key_blocks, query_blocks
 from attention_course.lessons.online import online_softmax_steps
+from attention_lib import scaled_dot_product_attention, softmax
+from attention_lib.flash import key_blocks, query_blocks
 
 pytestmark = pytest.mark.filterwarnings("error")  # no RuntimeWarning, no matplotlib warning
 
@@ -268,6 +268,7 @@ def test_memory_readout(tiling: TilingExplorer) -> None:
     assert tiling.memory() == (256, 16 * 6, 256)
 
 
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_sliders_through_their_full_range() -> None:
     """Every slider end to end, both causal settings, rendering at the extremes."""
     e = quiet(TilingExplorer())

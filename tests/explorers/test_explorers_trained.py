@@ -47,6 +47,7 @@ def every_value(explorer):
 
 
 @pytest.mark.parametrize("explorer", list(EXPLORERS), indirect=True)
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_every_frame_matches_a_full_redraw(explorer):
     explorer.blit = True
     explorer.fig.canvas.draw()
@@ -69,6 +70,7 @@ def _cycle_sentences(e):
 
 
 @pytest.mark.parametrize("explorer", ["HeadMaps", "WhereItLooks"], indirect=True)
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_a_sentence_once_drawn_keeps_its_background(explorer, monkeypatch):
     from attention_course.explorers.base import Explorer
 
@@ -88,6 +90,7 @@ def test_a_sentence_once_drawn_keeps_its_background(explorer, monkeypatch):
 
 
 @pytest.mark.parametrize("explorer", ["HeadMaps", "WhereItLooks"], indirect=True)
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_every_sentences_background_is_drawn_while_idle(explorer, monkeypatch):
     """Agg's timers never fire, so the test ticks the prefetch itself, as ipympl's would."""
     from attention_course.explorers.base import Explorer

@@ -29,14 +29,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attention_lib import scaled_dot_product_attention as library_attention
-from attention_lib import softmax
+from attention_course.explorers.gate import ExerciseGate
 from attention_course.lessons.exercises import SOLUTIONS, grading
 from attention_course.lessons.exercises.base import SEEDS
 from attention_course.lessons.exercises.feedback import feedback
-from attention_course.lessons.exercises.gate import ExerciseGate
 from attention_course.lessons.exercises.registry import EXERCISES, run
 from attention_course.lessons.exercises.solutions import solution_function
+from attention_lib import scaled_dot_product_attention as library_attention
+from attention_lib import softmax
 
 online_update = solution_function("online_update")  # what exercise 2's attempts build on
 SEED = 23
@@ -471,6 +471,7 @@ def _everything() -> list[tuple[str, Any]]:
 
 
 @pytest.mark.parametrize(("name", "fn"), _everything())
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_the_gate_and_the_graded_edition_give_one_verdict(name, fn, capsys) -> None:
     gate = ExerciseGate(name)
     for seed in (SEED, 1):
@@ -490,6 +491,7 @@ def test_the_gate_and_the_graded_edition_give_one_verdict(name, fn, capsys) -> N
 
 
 @pytest.mark.parametrize("name", [n for n in EXERCISES if n not in TRITON])
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_the_solutions_pass_on_any_seed(name: str) -> None:
     fn = _solution(name)
 

@@ -12,11 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import attention_lib
-from attention_lib import attention_weights, flash_attention, scaled_dot_product_attention
 from attention_course.lessons.exercises.base import SEEDS, as_array, attempt_seed, rows_close
 from attention_course.lessons.exercises.guards import call, writes_hint
 from attention_course.lessons.exercises.tripwires import ForbiddenCall, forbidden
 from attention_course.lessons.exercises.watch import Reads, WriteError, watched
+from attention_lib import attention_weights, flash_attention, scaled_dot_product_attention
 
 # -- read-only arguments ----------------------------------------------------------------------
 

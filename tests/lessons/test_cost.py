@@ -19,7 +19,6 @@ from attention_course.bench.results import (
     load_benchmarks,
     time_steps,
 )
-from attention_lib.fits import log_log_slope
 from attention_course.lessons.cost import (
     format_cost_table,
     format_memory_table,
@@ -27,6 +26,7 @@ from attention_course.lessons.cost import (
     tiled_memory,
 )
 from attention_course.lessons.figures import plot_benchmark
+from attention_lib.fits import log_log_slope
 
 MiB = 1024 * 1024
 

@@ -34,6 +34,7 @@ def test_the_report_names_the_versions_and_passes_numpy_against_torch():
     assert lines[-1] == environment.ALL_GOOD == "environment OK"
 
 
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_the_check_prints_the_childs_report_and_the_caller_never_imports_torch():
     # a fresh interpreter, as a kernel: after the check, torch is still not loaded there
     code = textwrap.dedent(

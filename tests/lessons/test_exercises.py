@@ -13,7 +13,6 @@ import re
 import numpy as np
 import pytest
 
-from attention_lib import softmax
 from attention_course.lessons.exercises import SOLUTIONS, check_attention, check_scale_rule
 from attention_course.lessons.exercises.attention import (
     HINT_MASK_AFTER,
@@ -29,6 +28,7 @@ from attention_course.lessons.exercises.attention import (
 from attention_course.lessons.exercises.multi_head import multi_head_cases
 from attention_course.lessons.exercises.scale_rule import scale_rule_logits
 from attention_course.lessons.mistakes import attend_mask_after_softmax, attend_wrong_axis
+from attention_lib import softmax
 
 pytestmark = pytest.mark.filterwarnings("error")
 

@@ -629,7 +629,11 @@ KEY_LOOP_MISTAKES = [
 
 
 def test_each_step_of_exercise_2_passes_its_solution():
-    from attention_course.lessons.exercises import check_diagonal_mask, check_key_loop, check_key_stop
+    from attention_course.lessons.exercises import (
+        check_diagonal_mask,
+        check_key_loop,
+        check_key_stop,
+    )
 
     for seed in (SEED, 0):
         assert check_key_loop(solution_function("key_loop"), verbose=False, seed=seed).passed

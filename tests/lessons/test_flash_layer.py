@@ -23,10 +23,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from attention_course.explorers.gate import ExerciseGate
 from attention_course.lessons.exercises import FLASH_SOLUTIONS, check_flash_layer, grading
 from attention_course.lessons.exercises.base import SEEDS, attempt_seed
 from attention_course.lessons.exercises.feedback import feedback
-from attention_course.lessons.exercises.gate import ExerciseGate
 from attention_course.lessons.exercises.registry import EXERCISES, run
 from attention_course.lessons.exercises.solutions import solution_function, solution_scope
 

@@ -69,9 +69,9 @@ def test_gpu_files_stay_out_of_the_cpu_loader(tmp_path):
 
 
 def test_the_committed_cpu_run_is_drawn_in_tflops():
-    (cpu_run,) = [r for r in load_benchmarks("benchmarks/results") if not r.is_gpu]
+    (cpu_run,) = [r for r in load_benchmarks() if not r.is_gpu]
     fig, axes = plt.subplots(1, 2)
-    plot_cpu_and_gpu(cpu_run, load_gpu_runs("benchmarks/results"), axes)
+    plot_cpu_and_gpu(cpu_run, load_gpu_runs(), axes)
     lines = axes[0].get_lines()
     assert {line.get_label() for line in lines} >= {"torch SDPA", "torch tiled"}
     sdpa = next(line for line in lines if line.get_label() == "torch SDPA")

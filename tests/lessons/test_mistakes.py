@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 
-from attention_lib import attention_weights, scaled_dot_product_attention, softmax
 from attention_course.lessons.mistakes import (
     MistakeCaught,
     MistakeRun,
@@ -27,6 +26,7 @@ from attention_course.lessons.mistakes import (
     run_wrong_axis,
     split_heads,
 )
+from attention_lib import attention_weights, scaled_dot_product_attention, softmax
 
 pytestmark = pytest.mark.filterwarnings("error")
 

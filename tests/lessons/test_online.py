@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from support import FLOAT64
 
-from attention_lib import softmax
 from attention_course.lessons.online import (
     CountingStream,
     compare_passes,
@@ -17,6 +16,7 @@ from attention_course.lessons.online import (
     online_weighted_sum_one_pass,
     safe_softmax_three_pass,
 )
+from attention_lib import softmax
 
 pytestmark = pytest.mark.filterwarnings("error")  # no overflow or invalid-value warning anywhere
 

@@ -15,7 +15,6 @@ import pytest
 import torch
 from support import FLOAT64, make, to_numpy
 
-from attention_lib import attention_weights, backend, softmax
 from attention_course.lessons.saturation import (
     RetrievalRun,
     compare_retrieval_heads,
@@ -30,6 +29,7 @@ from attention_course.lessons.scaling import (
     dot_product_variance,
     sweep_widths,
 )
+from attention_lib import attention_weights, backend, softmax
 from attention_lib.normalisers import simplex_check, softmax_jacobian, softmax_jacobian_norm
 from attention_lib.scales import scale_for
 
@@ -303,6 +303,7 @@ def runs(request, comparison):
     return comparison.runs[0][seed], comparison.runs[1][seed]
 
 
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_scaled_head_learns_and_unscaled_stalls(runs):
     unscaled, scaled = runs
     assert unscaled.scale == 1.0 and scaled.scale == 1 / 32
@@ -366,6 +367,7 @@ def test_every_seed_clears_the_printed_thresholds_by_a_margin(comparison):
             assert _two_digits_are_stable(float(np.median(values))), (label, values)
 
 
+@pytest.mark.slow  # make check's, not make test's (seconds)
 def test_model_width_scale_learns_more_slowly():
     # Notebook 03: one head of width 1024, scaled as if by the model width of 8 such heads.
     # Measured: smoothed loss below 0.01 after 24-29 steps with 1/sqrt(1024), after 45-53

@@ -201,7 +201,12 @@ def test_make_model_draws_the_report_beside_it(tmp_path):
     from PIL import Image
 
     shutil.copy(trained_dir() / "report.json", tmp_path / "report.json")
-    command = [sys.executable, "-m", "attention_course.lessons.figures", str(tmp_path / "report.json")]
+    command = [
+        sys.executable,
+        "-m",
+        "attention_course.lessons.figures",
+        str(tmp_path / "report.json"),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     assert f"wrote {tmp_path / 'report.png'}" in done.stdout
     with Image.open(tmp_path / "report.png") as image:

@@ -1,4 +1,5 @@
-"""The trained model read in numpy (attention_course.model.weights) is the torch model's forward pass.
+"""The trained model read in numpy (attention_course.model.weights) is the torch model's forward
+pass.
 
 The notebooks that only read the model (01, 02) run this one, without torch;
 the torch model stays the definition, so they are held together here on

@@ -25,9 +25,9 @@ from support import FLOAT64, run_cells
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right, causal_upper_left
 
-from attention_lib import attention_weights, scaled_dot_product_attention
 from attention_course.model.tiny_model import TinyTransformer, causal_mask_for
 from attention_course.model.weights import ModelConfig
+from attention_lib import attention_weights, scaled_dot_product_attention
 
 NOTEBOOK = (
     Path(__file__).resolve().parents[2] / "notebooks" / "03_developer_pytorch_and_mistakes.ipynb"

@@ -23,8 +23,8 @@ import pytest
 from support import FLOAT64, tagged_cell_id
 from support import run_cells as notebook_cells
 
-from attention_lib import scaled_dot_product_attention, softmax
 from attention_course.lessons.scaling import WidthSweep, sweep_widths
+from attention_lib import scaled_dot_product_attention, softmax
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "02_developer_scaling.ipynb"
 

@@ -112,7 +112,7 @@ def test_outputs_hold_under_other_numerical_settings(
     assert outcome == "passed", (
         f"{notebook.name} prints something else with {settings}: a committed output depends "
         f"on the CPU's code path or thread count. Print a bound or a robust statistic "
-        f"instead (see README, 'Portable outputs').\n{details}"
+        f"instead (see docs/maintainers.md, 'Portable outputs').\n{details}"
     )
 
 

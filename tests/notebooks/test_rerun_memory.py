@@ -98,7 +98,9 @@ class Kernel:
         (`settle_long_lived`), so that when a collection last ran does not count."""
         time.sleep(idle_s)
         if settle:
-            code = "from attention_course.explorers.base import settle_long_lived; settle_long_lived()"
+            code = (
+                "from attention_course.explorers.base import settle_long_lived; settle_long_lived()"
+            )
             self.run({"source": code, "metadata": {}}, store_history=False)
         return self.process.memory_full_info().uss / MiB
 

@@ -39,18 +39,22 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 SETTINGS = ROOT / "jupyter" / "labconfig" / "default_setting_overrides.json"
 # Binder's base image ships its own notebook (7.4 at repo2docker 2026.4.0), whose front end
 # requires the JupyterLab of its day (< 4.5): moving jupyterlab to the course's pin means
-# moving notebook to the one pyproject.toml pins beside it, or `jupyter notebook` breaks.
+# moving notebook to the one constraints.txt pins beside it, or `jupyter notebook` breaks.
 MOVES_WITH_JUPYTERLAB = ("notebook",)
 R2D_PYTHON = os.environ.get("R2D_PYTHON", "/tmp/r2d/bin/python")
 
 
-def _project() -> dict:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+def _project(folder: Path = ROOT) -> dict:
+    return tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 
 
 def _pins(requirements: list[str]) -> dict[str, str]:
     found = (re.match(r"^([A-Za-z0-9_.-]+)==([^;\s]+)", r.strip()) for r in requirements)
     return {m.group(1).lower(): m.group(2) for m in found if m}
+
+
+def _names(requirements: list[str]) -> list[str]:
+    return [re.match(r"^[A-Za-z0-9_.-]+", r).group(0).lower() for r in requirements]
 
 
 def _binder_lines() -> list[str]:
@@ -59,18 +63,20 @@ def _binder_lines() -> list[str]:
 
 
 def expected_binder_pins() -> dict[str, str]:
-    """pyproject.toml's runtime pins, torch as its CPU build, plus what moves with jupyterlab."""
-    project = _project()
-    every = _pins(
-        project["dependencies"] + [r for x in project["optional-dependencies"].values() for r in x]
-    )
-    pins = _pins(project["dependencies"])
+    """The runtime of a course in JupyterLab (the library's requirements with torch, the
+    course's, its lab extra) at constraints.txt's pins, torch as its CPU build, plus what moves
+    with jupyterlab."""
+    course, library = _project(), _project(ROOT / "lib")
+    names = [*_names(library["dependencies"]), "torch"]
+    names += [n for n in _names(course["dependencies"]) if n != "attention-lib"]
+    names += _names(course["optional-dependencies"]["lab"]) + list(MOVES_WITH_JUPYTERLAB)
+    every = _pins((ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines())
+    pins = {name: every[name] for name in names}
     pins["torch"] += "+cpu"
-    pins.update({name: every[name] for name in MOVES_WITH_JUPYTERLAB})
     return pins
 
 
-def test_binder_requirements_are_pyprojects_runtime_pins_with_torch_for_the_cpu():
+def test_binder_requirements_are_the_runtime_pins_with_torch_for_the_cpu():
     lines = _binder_lines()
     listed = _pins(lines)
     expected = expected_binder_pins()
@@ -91,9 +97,10 @@ def test_postbuild_installs_the_course_and_its_lab_settings():
     post = (BINDER / "postBuild").read_text(encoding="utf-8")
     assert post.startswith("#!/bin/bash\n") and "set -euo pipefail" in post
     assert os.access(BINDER / "postBuild", os.X_OK)
-    # the course, without resolving its requirements again (requirements.txt pinned them,
-    # torch as the CPU build, which a second resolution could swap for the CUDA one)
-    assert re.search(r"-m pip install --no-cache-dir --no-deps -e \.$", post, re.M)
+    # the library and the course, without resolving their requirements again
+    # (requirements.txt pinned them, torch as the CPU build, which a second resolution could
+    # swap for the CUDA one)
+    assert re.search(r"-m pip install --no-cache-dir --no-deps -e lib -e \.$", post, re.M)
     assert "jupyter/labconfig/default_setting_overrides.json" in post
     assert "${NB_PYTHON_PREFIX}/share/jupyter/lab/settings" in post
     assert json.loads(SETTINGS.read_text(encoding="utf-8"))  # the file it copies is JSON
@@ -197,8 +204,8 @@ def test_binder_steps_in_a_fresh_environment_pass_nbval_on_00(tmp_path):
     assert len(local) == len(lines) - 1
     requirements = tmp_path / "requirements.txt"
     requirements.write_text("\n".join(local) + "\n", encoding="utf-8")
-    dev = _pins(_project()["optional-dependencies"]["dev"])
-    tools = [f"pytest=={dev['pytest']}", f"nbval=={dev['nbval']}"]  # the check's, not the image's
+    pinned = _pins((ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines())
+    tools = [f"pytest=={pinned['pytest']}", f"nbval=={pinned['nbval']}"]  # the check's
     for requirement in ("torch==" + expected_binder_pins()["torch"], tools[1]):
         why = _reachable(pip, requirement)
         if why:

@@ -5,7 +5,8 @@ make-free commands (``python -m course lab``, ``python -m course test``) for Win
   nothing and prints nothing (so nbval sees no output); under a stand-in
   ``google.colab`` module it runs exactly the pip command that installs this
   course at the notebook's version without touching torch. The cells and the
-  README's links are generated from pyproject.toml and must be current.
+  addresses in README.md and docs/teachers.md are generated from pyproject.toml and
+  must be current.
 - ``python -m course lab`` and ``python -m course test`` run with ``make``
   absent from ``PATH``, started by the system's own Python as a Windows learner
   starts them; nothing on a learner's path is a shell script.
@@ -43,17 +44,26 @@ PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 #: where the course is published and its version, read here on their own (not by course.project)
 ADDRESS = PYPROJECT["project"]["urls"]["Repository"].removesuffix("/")
 VERSION = PYPROJECT["project"]["version"]
-#: the command that a learner's Colab runs for this version of the course
+#: the command that a learner's Colab runs for this version of the course: the library from its
+#: folder, the course beside it, their requirements resolved by pip against what Colab has
 EXPECTED_INSTALL = [
     "-m",
     "pip",
     "install",
     "--quiet",
-    "--no-deps",
-    f"attention-lib @ git+{ADDRESS}@v{VERSION}",
-    "array-api-compat==1.16.0",
-    "isal==1.9.1",
+    f"attention-lib @ git+{ADDRESS}@v{VERSION}#subdirectory=lib",
+    f"attention-course @ git+{ADDRESS}@v{VERSION}",
 ]
+#: what a Colab runtime brings that the course needs (Colab's runtime of 2025-26, the oldest of
+#: each the course is checked with: ipywidgets 7.7.1 by the browser test of ipywidgets 7)
+COLAB_HAS = {
+    "torch": "2.6.0",
+    "numpy": "2.0.2",
+    "matplotlib": "3.10.0",
+    "ipywidgets": "7.7.1",
+    "psutil": "5.9.5",
+    "tqdm": "4.67.1",
+}
 
 
 def run_setup_cell(monkeypatch, under_colab: bool) -> tuple[list[list[str]], str]:
@@ -84,6 +94,25 @@ def test_under_colab_the_setup_cell_installs_this_version_without_torch(monkeypa
     assert not any("torch" in arg for arg in ran[0]), "Colab's own torch stays"
 
 
+def test_colabs_own_packages_meet_every_requirement_so_pip_replaces_none():
+    """The Colab cell resolves the two packages' requirements: each is a range that Colab's
+    own version meets, so pip adds what is missing (array-api-compat, isal) and keeps
+    Colab's torch and ipywidgets."""
+    from packaging.requirements import Requirement
+
+    library = tomllib.loads((REPO / "lib" / "pyproject.toml").read_text(encoding="utf-8"))
+    wanted = [Requirement(r) for r in PYPROJECT["project"]["dependencies"]]
+    wanted += [Requirement(r) for r in library["project"]["dependencies"]]
+    wanted += [Requirement(r) for r in library["project"]["optional-dependencies"]["torch"]]
+    checked = set()
+    for requirement in wanted:
+        if requirement.name in COLAB_HAS:
+            version = COLAB_HAS[requirement.name]
+            assert requirement.specifier.contains(version), (str(requirement), version)
+            checked.add(requirement.name)
+    assert checked == set(COLAB_HAS)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_every_notebook_opens_with_the_current_setup_cell(path):
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
@@ -95,7 +124,9 @@ def test_every_notebook_opens_with_the_current_setup_cell(path):
 
 def test_the_cells_and_links_are_generated_from_pyproject():
     assert colab.main(["--check"]) == 0, "run python -m course colab"
+    assert set(colab.REGIONS.values()) == {"README.md", "docs/teachers.md"}
     readme = (REPO / "README.md").read_text(encoding="utf-8")
+    teachers = (REPO / "docs" / "teachers.md").read_text(encoding="utf-8")
     github = ADDRESS.removeprefix("https://github.com/")
     for path in NOTEBOOKS:
         link = (
@@ -104,15 +135,17 @@ def test_the_cells_and_links_are_generated_from_pyproject():
         )
         assert f"[{path.stem}]({link})" in readme, f"no Open in Colab link for {path.name}"
     assert f"https://mybinder.org/v2/gh/{github}/v{VERSION}?urlpath=" in readme
-    assert f"git clone {ADDRESS} && cd {github.split('/')[1]}" in readme
+    assert f"git clone {ADDRESS} && cd {github.split('/')[1]}" in teachers
 
 
 def test_publishing_elsewhere_is_one_edit_and_one_command(tmp_path):
     """A copy of the course whose pyproject.toml names another address: after
-    ``python -m course colab`` no README address or notebook names the old one."""
-    for part in ("course", "notebooks", "README.md", "pyproject.toml"):
+    ``python -m course colab`` no address in README.md or docs/teachers.md, and no
+    notebook, names the old one."""
+    for part in ("course", "notebooks", "README.md", "docs/teachers.md", "pyproject.toml"):
         source = REPO / part
         copy = shutil.copytree if source.is_dir() else shutil.copy2
+        (tmp_path / part).parent.mkdir(parents=True, exist_ok=True)
         copy(source, tmp_path / part)
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text(pyproject.read_text(encoding="utf-8").replace(ADDRESS, NEW_ADDRESS))
@@ -122,11 +155,13 @@ def test_publishing_elsewhere_is_one_edit_and_one_command(tmp_path):
     assert done.returncode == 0, done.stderr
     old, new = ADDRESS.removeprefix("https://github.com/"), "someone-else/attention-notes"
     readme = (tmp_path / "README.md").read_text(encoding="utf-8")
-    for text in [readme, *(p.read_text(encoding="utf-8") for p in tmp_path.glob("notebooks/*"))]:
+    teachers = (tmp_path / "docs" / "teachers.md").read_text(encoding="utf-8")
+    notebooks = [p.read_text(encoding="utf-8") for p in tmp_path.glob("notebooks/*")]
+    for text in [readme, teachers, *notebooks]:
         assert old not in text and quote(old, safe="") not in text
-    assert readme.count(new) >= len(NOTEBOOKS) + 2  # Colab links, Binder, the clone command
-    assert quote(NEW_ADDRESS, safe="") in readme  # the hub's nbgitpuller link
-    assert "cd attention-notes" in readme
+    assert readme.count(new) >= len(NOTEBOOKS) + 1  # the Colab links, the Binder badge
+    assert f"git clone {NEW_ADDRESS} && cd attention-notes" in teachers  # the clone command
+    assert quote(NEW_ADDRESS, safe="") in teachers  # the hub's nbgitpuller link
 
 
 def test_no_shell_script_on_a_learners_path():
@@ -169,16 +204,34 @@ def base_python() -> str:
     [(None, None), ("", None), ("-q tests/x.py", ["-q", "tests/x.py"])],
 )
 def test_pytest_args_replace_the_default_only_when_given(monkeypatch, value, expected):
-    from course.__main__ import PYTEST_ARGS, pytest_arguments
+    from course.__main__ import CHECK_ARGS, TEST_ARGS, pytest_arguments
 
     if value is None:
         monkeypatch.delenv("PYTEST_ARGS", raising=False)
     else:
         monkeypatch.setenv("PYTEST_ARGS", value)
-    assert pytest_arguments() == (expected or PYTEST_ARGS)
-    assert "not soak and not install and not grading and not hub" in PYTEST_ARGS, (
+    assert pytest_arguments() == (expected or TEST_ARGS)
+    assert pytest_arguments(CHECK_ARGS) == (expected or CHECK_ARGS)
+    assert "not soak and not install and not grading and not hub" in CHECK_ARGS, (
         "the soak, the fresh installs, nbgrader's autograde and the hub run apart"
     )
+
+
+def test_make_test_is_the_learners_part_and_make_check_everything():
+    """make test: the library, the lessons, the explorers and each notebook once, without
+    the slow tests; make check: every test, then every other step CI runs."""
+    from course.__main__ import CHECK_ARGS, TEST_ARGS
+
+    assert "not slow" in TEST_ARGS
+    paths = [a for a in TEST_ARGS if (not a.startswith("-") and "/" in a) or a == "notebooks"]
+    assert paths == ["lib/tests", "tests/lessons", "tests/explorers", "notebooks"]
+    assert not [a for a in CHECK_ARGS if not a.startswith("-") and "/" in a], "every test"
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    check = makefile.split("\ncheck:", 1)[1].split("\n\n", 1)[0]
+    steps = "test-accuracy-settings test-graded test-install test-compile test-soak test-hub"
+    assert "-m course check" in check and steps in check
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert ci.rstrip().endswith("make test\nmake check")
 
 
 def test_python_m_course_test_runs_without_make(tmp_path):

@@ -188,7 +188,13 @@ def test_the_courses_environment_has_it():
 def test_the_hubs_stamp_follows_the_build_not_the_build_tools(tmp_path, monkeypatch):
     from course import hub
 
-    for name in ("pyproject.toml", "binder/requirements.txt", "teachers/hub/package.json"):
+    for name in (
+        "pyproject.toml",
+        "lib/pyproject.toml",
+        "constraints.txt",
+        "binder/requirements.txt",
+        "teachers/hub/package.json",
+    ):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("pins\n")
     for name in ("lib/attention_lib/a.py", "course/b.py", f"jupyter/labextensions/{NAME}/c.js"):

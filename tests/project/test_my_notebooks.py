@@ -1,4 +1,4 @@
-"""The learner's copies (scripts/my_notebooks.py, run by `make lab`): their work is never lost.
+"""The learner's copies (course/my_notebooks.py, run by `make lab`): their work is never lost.
 
 Each test builds a small course folder and a learner's folder under tmp_path;
 the last two check, on a copy of the repo's own configuration, that the
@@ -8,7 +8,6 @@ learner's copies are neither collected by pytest nor linted by ruff, so
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -17,19 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from course import my_notebooks
+from course.__main__ import main as course_main
+
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "my_notebooks.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("my_notebooks", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["my_notebooks"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-my_notebooks = _load()
 
 
 def notebook(source: str) -> str:
@@ -146,11 +136,9 @@ def test_reset_of_an_unknown_notebook_names_the_choices(copies, name):
         copies.reset(name)
 
 
-def test_reset_from_the_command_line_without_a_name_is_refused():
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), "reset"], capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 2 and "name" in result.stderr
+def test_reset_from_the_command_line_without_a_name_is_refused(capsys):
+    assert course_main(["reset"]) == 2
+    assert "usage: python -m course reset 01" in capsys.readouterr().err
 
 
 @pytest.fixture

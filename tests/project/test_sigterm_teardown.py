@@ -15,7 +15,7 @@ TESTS = Path(__file__).resolve().parents[1]
 CONFTEST = f"""
 import subprocess, sys
 import pytest
-sys.path.insert(0, {str(TESTS)!r})
+sys.path[:0] = [{str(TESTS)!r}, {str(TESTS.parent / "lib" / "tests")!r}]
 from support import stop_on_sigterm
 
 def pytest_configure(config):

@@ -27,7 +27,6 @@ import numpy as np
 import pytest
 from support import server_extensions_on
 
-from attention_lib import softmax
 from attention_course.lessons.exercises import grading
 from attention_course.lessons.exercises.registry import run
 from attention_course.lessons.exercises.solutions import (
@@ -36,6 +35,7 @@ from attention_course.lessons.exercises.solutions import (
     SOLUTIONS,
     solution_function,
 )
+from attention_lib import softmax
 from course.graded import FOLDER, strip
 
 sys.path.insert(0, str(FOLDER))
@@ -180,14 +180,14 @@ def test_the_release_holds_no_solution_code(assignment: str) -> None:
 def test_a_graded_install_reaches_no_solution(tmp_path: Path) -> None:
     site = tmp_path / "site"
     root = Path(grading.__file__).parents[3]
-    shutil.copytree(
-        root / "attention_lib", site / "attention_lib", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    python = tmp_path / "python"  # the course "installed" in site/, as pip would
+    skip = shutil.ignore_patterns("__pycache__")
+    for package in (root / "lib" / "attention_lib", root / "attention_course"):
+        shutil.copytree(package, site / package.name, ignore=skip)
+    python = tmp_path / "python"  # the library and the course "installed" in site/, as pip would
     python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
     python.chmod(0o755)
     assert strip(str(python)) == 0
-    package = site / "attention_lib"
+    package = site / "attention_course"
     everything = "\n".join(p.read_text(errors="replace") for p in package.rglob("*") if p.is_file())
     for name, solution in ALL.items():
         assert solution.code.strip() not in everything, name
@@ -198,7 +198,7 @@ def test_a_graded_install_reaches_no_solution(tmp_path: Path) -> None:
 import importlib.util
 assert importlib.util.find_spec("attention_course.lessons.exercises.answers") is None
 from attention_course.lessons.exercises import solutions
-from attention_course.lessons.exercises.gate import ExerciseGate
+from attention_course.explorers.gate import ExerciseGate
 assert solutions.SOLUTIONS == {{}} and solutions.FLASH_SOLUTIONS == {{}} and not solutions.INSTALLED
 {cells}
 gate = ExerciseGate("multi_head")

@@ -23,10 +23,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from attention_course.explorers.gate import ExerciseGate
 from attention_course.lessons.exercises import FLASH_SOLUTIONS, grading
 from attention_course.lessons.exercises.base import SEEDS
 from attention_course.lessons.exercises.feedback import feedback
-from attention_course.lessons.exercises.gate import ExerciseGate
 from attention_course.lessons.exercises.softmax_kernels import (
     check_online_softmax,
     check_row_softmax,

@@ -206,7 +206,8 @@ def _front_end_for_sm80_and_sm90() -> None:
     signature = {**pointers, **scalars, **dict.fromkeys(constexprs, "constexpr")}
     source = ASTSource(triton_skeleton.attention_skeleton, signature, constexprs)
     # the compiler's first stage, where a kernel's Python is checked (globals, constexprs,
-    # types, shapes): the same as tests/triton/test_triton_compile.py's for the library's kernels
+    # types, shapes): the same as lib/tests/kernels/test_triton_compile.py's for the library's
+    # kernels
     for arch in (80, 90):
         module = front_end(source, GPUTarget("cuda", arch, 32), {"num_warps": 4, "num_stages": 2})
         print(arch, "tt.dot" in str(module))

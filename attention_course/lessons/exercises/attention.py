@@ -26,6 +26,7 @@ import numpy as np
 
 from attention_lib.core import masked_scores, scaled_dot_product_attention
 from attention_lib.normalisers import softmax
+
 from .base import (
     HINT_FLOAT64,
     CaseResult,

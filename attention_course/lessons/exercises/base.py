@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from attention_lib.core import masked_scores
+
 from ..printing import format_difference
 
 __all__ = [

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from attention_lib.core import scaled_dot_product_attention
+
 from .attention import HINT_NO_SCALE, HINT_TOO_FLAT_D
 from .base import (
     HINT_FLOAT64,

@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from attention_lib.core import attention_weights, scaled_dot_product_attention
+
 from .base import (
     HINT_FLOAT64,
     CaseResult,

@@ -42,6 +42,7 @@ import numpy as np
 
 from attention_lib.core import scaled_dot_product_attention
 from attention_lib.flash.tiles import key_blocks, query_blocks
+
 from .base import (
     HINT_FLOAT64,
     CaseResult,

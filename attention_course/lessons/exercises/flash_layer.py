@@ -45,6 +45,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from attention_lib.core import scaled_dot_product_attention
+
 from .base import NOT_WRITTEN, CaseResult, CheckReport, case_scores, log_sum_exp, rows_text, seeded
 from .draws import large_scores
 from .guards import call

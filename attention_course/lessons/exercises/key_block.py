@@ -41,6 +41,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from attention_lib.core import scaled_dot_product_attention
+
 from .base import NOT_WRITTEN, CaseResult, CheckReport, case_scores, log_sum_exp, rows_text, seeded
 from .draws import far_below, large_scores
 from .triton_runner import CHILD_TIMEOUT_S, Body, read_body, run_bodies

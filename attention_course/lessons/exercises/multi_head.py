@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from attention_lib.core import scaled_dot_product_attention
+
 from .base import (
     HINT_FLOAT64,
     CaseResult,

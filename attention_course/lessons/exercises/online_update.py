@@ -35,6 +35,7 @@ import numpy as np
 
 from attention_lib.flash.tiles import row_shift
 from attention_lib.normalisers import softmax
+
 from .base import (
     HINT_FLOAT64,
     CaseResult,

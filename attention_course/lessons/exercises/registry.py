@@ -1,7 +1,7 @@
 """Every exercise, once: its checker with its cases, so that the notebook and the graded edition
 give one verdict.
 
-Notebook 02's and 07's gates (`attention_course.lessons.exercises.gate`) and the
+Notebook 02's and 07's gates (`attention_course.explorers.gate`) and the
 graded edition (`attention_course.lessons.exercises.grading`) both run an
 exercise as `run` does: the same checker, with the same arguments, on the
 cases drawn from the same seed. An attempt passes in the notebook exactly

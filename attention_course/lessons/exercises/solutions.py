@@ -2,7 +2,7 @@
 
 Kept off the notebooks' pages, so that a page shows no answer before the
 learner tries: each notebook hands them to a solution gate
-(`attention_course.lessons.exercises.gate.ExerciseGate`), which shows one after a
+(`attention_course.explorers.gate.ExerciseGate`), which shows one after a
 passing attempt or on request. The tests run every solution through its
 checker.
 

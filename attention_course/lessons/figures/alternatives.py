@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from attention_lib.fits import log_log_slope
+
 from ..alternatives import (
     FeatureErrorRow,
     SinkRun,

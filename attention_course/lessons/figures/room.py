@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch
 
 from attention_lib.normalisers import softmax
+
 from ..crowded_room import LESSON_WORDS, percent, sharing_headline
 from .style import WORD_COLOURS, still_figure
 

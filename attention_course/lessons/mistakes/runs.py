@@ -11,6 +11,7 @@ import numpy as np
 from attention_lib.core import attention_weights, scaled_dot_product_attention
 from attention_lib.normalisers import softmax
 from attention_lib.variants import cosines, qk_norm_logits
+
 from .checks import (
     MistakeRun,
     _run_check,

@@ -25,6 +25,7 @@ import numpy as np
 from attention_lib.inputs import positive_integer
 from attention_lib.normalisers import softmax, softmax_jacobian_norm
 from attention_lib.scales import scale_for
+
 from ..scaling import WidthSweep
 
 __all__ = [

@@ -28,12 +28,13 @@ import numpy as np
 
 from attention_lib.inputs import positive_number
 from attention_lib.masks import apply_mask, causal_mask
+from attention_lib.normalisers import softmax
+from attention_lib.variants import qk_norm_logits
+
 from ...model.catalogue import MODEL_LABELS
 from ...model.corpus import build_corpus, parse
 from ...model.head_stats import saturation_step
 from ...model.report import head_metric, report_models
-from attention_lib.normalisers import softmax
-from attention_lib.variants import qk_norm_logits
 
 __all__ = [
     "QKNormView",

@@ -30,7 +30,7 @@ round(x), lo = round(x - hi)): the products stay 16-bit tensor-core
 products, and P and dS keep about 22 significant bits in float16 and 16
 in bfloat16 (11 and 8 rounded once; PyTorch's CPU kernel keeps them in
 float32). FlashAttention rounds them once, which made dK 2.3x PyTorch's
-error in tests/triton/test_triton_flash.py; the cost is two more 16-bit
+error in lib/tests/kernels/test_triton_flash.py; the cost is two more 16-bit
 products per tile in `attention_dkdv` (six, not four) and one in
 `attention_dq` (four, not three). The forward pass that hands its output
 to these kernels splits its weights in the same way (``for_backward``).

@@ -6,7 +6,7 @@ A kernel may read a module-level constant only if it is a
 Triton's interpreter accepts one (a plain ``LN2 = 0.69...`` once broke every
 GPU launch and no interpreter test). The kernels here need none: log2(e) is
 folded into the scale on the host, and the log-sum-exp stays in log2 units.
-The ahead-of-time compile test (tests/triton/test_triton_compile.py) catches such
+The ahead-of-time compile test (lib/tests/kernels/test_triton_compile.py) catches such
 a slip without a GPU.
 
 Importing this module imports triton.
@@ -149,7 +149,7 @@ def split_dot(x, b, acc, DTYPE: tl.constexpr, WIDEN: tl.constexpr, PRECISION: tl
     to an absolute 3e-8 where lo is subnormal) and 16 in bfloat16 (8). The
     backward pass splits P and dS so: rounded once they alone cost more
     than twice PyTorch's error, which keeps them in float32
-    (tests/triton/test_triton_flash.py). Where hi overflows to ±inf, lo is
+    (lib/tests/kernels/test_triton_flash.py). Where hi overflows to ±inf, lo is
     0 (not x - hi = ∓inf, which would make the sum NaN). float32 DTYPE:
     one product, x as it is. b (N, K) is in DTYPE (float32 holding DTYPE's
     numbers with WIDEN); acc (M, K) float32.

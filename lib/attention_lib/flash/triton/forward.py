@@ -26,7 +26,7 @@ once (PARTS = 1), as FlashAttention does, when no gradient is wanted, or
 as two 16-bit parts (PARTS = 2, `split_dot`) when the output will be
 differentiated. The backward pass reads O back in δ = rowsum(dO ∘ O), and
 O from weights rounded once gave dK 3.2x PyTorch's error (its CPU kernel
-keeps the weights in float32; tests/triton/test_triton_flash.py). The two
+keeps the weights in float32; lib/tests/kernels/test_triton_flash.py). The two
 outputs can differ in the last bit.
 
 Non-finite inputs follow `attention_lib.nonfinite`'s rule. A hidden score
