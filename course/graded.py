@@ -41,7 +41,7 @@ def solutions(python: str) -> tuple[Path | None, str]:
         cwd=tempfile.gettempdir(),
     )
     if found.returncode:
-        return None, f"{python} has no attention_lib installed"
+        return None, f"{python} has no attention_course installed"
     package = Path(found.stdout.strip()).resolve()
     if package.is_relative_to(REPO.resolve()):
         return None, (
