@@ -227,4 +227,6 @@ def test_the_exercise_kernel_passes_the_gpu_compilers_front_end():
 
 
 if __name__ == "__main__":  # the child of the last test
+    # test_triton_compile's front end: the library's kernel tests, lib/tests/kernels
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lib" / "tests" / "kernels"))
     _front_end_for_sm80_and_sm90()

@@ -409,8 +409,8 @@ FLASH_SOLUTIONS: dict[str, Solution] = {
         "batch and head axes into one, N = B x H; it keeps q, k, v, the output and lse, "
         "O(N L) numbers beside the inputs, and never the (L, S) weights. backward hands all "
         "of it to flash_backward, which takes any number of heads at once (H = N here, one "
-        "key head per query head), and returns one gradient per argument of forward: dq, dk, "
-        "dv, and None for is_causal, which has none. The tensors cross into numpy with "
+        "key head per query head); its gradients go back in forward's order: dq, dk, dv, "
+        "and None for is_causal, a flag with no gradient. The tensors cross into numpy with "
         ".detach() (the inputs require gradients) and come back in q's dtype, float32 in the "
         "model: the numpy functions compute in float64, which is why gradcheck, which "
         "compares with finite differences, passes in float64. save_for_backward is for "
@@ -429,8 +429,8 @@ FLASH_SOLUTIONS: dict[str, Solution] = {
     "row_softmax": Solution(
         "row_softmax",
         _ROW_SOFTMAX,
-        "One program holds one whole row: BLOCK is the next power of two above the length, so "
-        "the columns past the end are loaded as -inf, take no part in the maximum and give "
+        "One program holds one whole row, padded up to BLOCK (a power of two), so the "
+        "columns past the end are loaded as -inf, take no part in the maximum and give "
         "exp(-inf) = 0 to the sum. Subtracting the row's maximum changes nothing in exact "
         "arithmetic (the factor e^-max cancels between the numerator and the sum) and keeps "
         "every exponent at most 0, so that float32's exp, which overflows past 88.7, never "
@@ -456,9 +456,9 @@ FLASH_SOLUTIONS: dict[str, Solution] = {
         "re-measures it; then the block's own terms are added. m starts at -inf, not 0: a row "
         "whose scores all lie far below zero must be shifted by its own maximum (the first "
         "block's exp(m - m_new) = exp(-inf) = 0 then multiplies a total of 0). The second walk "
-        "reads the row again and writes exp(x - m) / total. Two reads of the row instead of "
-        "three (maximum, sum, weights), and no block larger than BLOCK: the same update "
-        "FlashAttention carries along the keys, with the values' accumulator left out.",
+        "reads the row again and writes exp(x - m) / total. So the row is read twice, not "
+        "once for each of its maximum, sum and weights, and no block exceeds BLOCK: the same "
+        "update FlashAttention carries along the keys, with the values' accumulator left out.",
         hints=(
             "The idea: walk the row one block at a time, carrying the running maximum m and "
             "the running sum total of exp(x - m); when the maximum grows, re-measure total "
