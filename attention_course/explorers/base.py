@@ -54,6 +54,7 @@ from matplotlib.figure import Figure
 
 from ..lessons.figures.still import data_url
 from ..lessons.figures.still import figure_png as png_bytes
+from ..lessons.figures.style import ORANGE
 from .canvas import STILL_NOTE, ExplorerCanvas, frame_png, still_css
 
 __all__ = [
@@ -551,7 +552,7 @@ def key_weight_bars(ax: Any, keys: int, xlabel: str, ylabel: str, legend: bool =
     with the uniform share 1/keys marked (in a legend of its own unless
     ``legend=False``: the caller lists the line elsewhere); returns the bar container."""
     positions = np.arange(1, keys + 1)  # (keys,)
-    bars = ax.bar(positions, np.zeros(keys), color="tab:orange")
+    bars = ax.bar(positions, np.zeros(keys), color=ORANGE)
     ax.axhline(1 / keys, color="gray", ls="--", lw=1, label=f"uniform 1/{keys}")
     # with a legend, room above a weight of 1 for it: it would otherwise hide a winning bar
     ax.set_ylim(0, 1.3 if legend else 1.05)

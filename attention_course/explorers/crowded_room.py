@@ -189,12 +189,18 @@ class ThreeStepsExplorer(Explorer):
         width = 0.27
         it_alone = self.steps.values[words.index("it")]  # (F,)
         dog = self.steps.values[words.index("dog")]  # (F,)
-        ax.bar(x - width, it_alone, width, color=grey, label='"it" on its own')
+        ax.bar(x - width, it_alone, width, color=grey, hatch="..", label='"it" on its own')
         self.mix_bars = ax.bar(
             x, self.steps.mixed, width, color=WORD_COLOURS[0], label='"it" after mixing'
         )
         ax.bar(
-            x + width, dog, width, color=WORD_COLOURS[1], alpha=0.45, label='"dog", for comparison'
+            x + width,
+            dog,
+            width,
+            color=WORD_COLOURS[1],
+            alpha=0.45,
+            hatch="//",  # told from the others by more than colour
+            label='"dog", for comparison',
         )
         ax.set_xticks(x, self.steps.features)
         ax.set_ylim(0, 1.7)  # every amount is at most 1: the legend sits above the bars

@@ -30,6 +30,7 @@ from attention_lib.normalisers import softmax, softmax_jacobian, softmax_jacobia
 
 from ..lessons.figures import spread_figure
 from ..lessons.figures.still import figure_png as png_bytes
+from ..lessons.figures.style import BLUE, GREEN, ORANGE, PURPLE, VERMILLION
 from ..lessons.saturation import jacobian_norm_table, qk_norm_view, reduce_norms
 from ..lessons.scaling import POWER_OF_TWO_WIDTHS, dot_product_samples, sweep_widths
 from ..model.catalogue import MODEL_LABELS
@@ -134,22 +135,22 @@ class GradientExplorer(WidthAndScale, Explorer):
         ax_curve, ax_w, ax_j = axes["curve"], axes["weights"], axes["jacobian"]
         self.axes = (ax_curve, ax_w, ax_j)
 
-        for rule, style, label in (("none", "--", "none"), ("1/sqrt(d)", ":", "1/√d")):
+        for rule, style, label in (("none", "x--", "none"), ("1/sqrt(d)", "+:", "1/√d")):
             curve = reduce_norms(self._norm_tables[rule, None], "mean")
-            ax_curve.plot(widths, curve, style, color="gray", lw=1.2, label=f"{label}: mean")
+            ax_curve.plot(widths, curve, style, color="gray", lw=1.2, ms=5, label=f"{label}: mean")
         placeholder = np.full(len(widths), 0.1)  # (widths,), replaced by update()
         self.norm_line, self.median_line = (
             ax_curve.plot(widths, placeholder, style, color=color, lw=2, label=label)[0]
             for style, color, label in (
-                ("-", "tab:red", "chosen scale: mean"),
-                ("--", "tab:purple", "chosen scale: median"),
+                ("-", VERMILLION, "chosen scale: mean"),
+                ("-.", PURPLE, "chosen scale: median"),
             )
         )
         self.norm_marker, self.median_marker = (
             ax_curve.plot([1], [0.1], style, color=color, ms=8, label=label)[0]
             for style, color, label in (
-                ("o", "tab:red", "current d: mean"),
-                ("s", "tab:purple", "current d: median"),
+                ("o", VERMILLION, "current d: mean"),
+                ("s", PURPLE, "current d: median"),
             )
         )
         ax_curve.set_xscale("log", base=2)
@@ -157,7 +158,7 @@ class GradientExplorer(WidthAndScale, Explorer):
         ax_curve.set_yscale("log")
         ax_curve.set_ylim(_NORM_FLOOR, 1.0)
         largest = ax_curve.axhline(
-            0.5, color="tab:green", lw=0.8, label="largest possible (two keys tied)"
+            0.5, color=GREEN, ls="--", lw=0.8, label="largest possible (two keys tied)"
         )
         ax_curve.set_xlabel("head width d")
         ax_curve.set_ylabel("‖J‖ (Frobenius) over rows")
@@ -347,18 +348,16 @@ class QKNormExplorer(Explorer):
         fig = self._make_figure(figsize=(8.4, 3.9), layout="constrained")
         self.ax_scores, self.ax_weights = fig.subplots(1, 2)
         x = np.arange(n)  # (n,)
-        self.score_bars = self.ax_scores.bar(x, np.zeros(n), color="tab:blue")
+        self.score_bars = self.ax_scores.bar(x, np.zeros(n), color=BLUE)
         self.band = [
-            self.ax_scores.axhline(
-                sign * 1.0, color="tab:green", ls="--", lw=1, label="±τ (QK-norm)"
-            )
+            self.ax_scores.axhline(sign * 1.0, color=GREEN, ls="--", lw=1, label="±τ (QK-norm)")
             for sign in (1, -1)
         ]
         self.ax_scores.axhline(0, color="black", lw=0.6)
         self.ax_scores.set_ylim(-top, top)
         self.ax_scores.set_ylabel("score of the query against each word")
         self.ax_scores.legend(handles=self.band[:1], loc="lower left", fontsize=8)
-        self.weight_bars = self.ax_weights.bar(x, np.zeros(n), color="tab:orange")
+        self.weight_bars = self.ax_weights.bar(x, np.zeros(n), color=ORANGE)
         self.ax_weights.set_ylim(0, 1.1)
         self.ax_weights.set_ylabel("attention weight")
         for ax in (self.ax_scores, self.ax_weights):

@@ -28,6 +28,7 @@ import numpy as np
 from attention_lib.core import attention_weights, scaled_dot_product_attention
 from attention_lib.normalisers import softmax
 
+from ..lessons.figures.style import BLUE, GREEN, ORANGE, VERMILLION
 from ..lessons.mistakes import (
     MistakeRun,
     attend_mask_after_softmax,
@@ -165,7 +166,7 @@ class MistakeExplorer(Explorer):
         self.q, self.k = multi_head_qk(d_model, n_heads, length)  # (H, L, dh) each
         self.scales = {"mistake": 1 / math.sqrt(d_model), "fix": 1 / math.sqrt(d_model // n_heads)}
         heads = np.arange(1, n_heads + 1)  # (H,)
-        self.effect_bars = self.ax_effect.bar(heads, np.zeros(n_heads), color="tab:orange")
+        self.effect_bars = self.ax_effect.bar(heads, np.zeros(n_heads), color=ORANGE)
         uniform = self.ax_effect.axhline(1 / length, color="gray", ls="--", lw=1)
         uniform.set_label(f"uniform (1/{length})")
         self.ax_effect.set_ylim(0, 0.6)
@@ -201,15 +202,15 @@ class MistakeExplorer(Explorer):
             version: [self._top_at(version, g) for g in _GROWTHS] for version in ("mistake", "fix")
         }
         self.knob_curves = tops
-        for version, style, label in (
-            ("mistake", "o-", f"scale tuned at growth {tuned_at:g}"),
-            ("fix", "s-", "QK normalisation"),
+        for version, style, colour, label in (
+            ("mistake", "o-", BLUE, f"scale tuned at growth {tuned_at:g}"),
+            ("fix", "s-", GREEN, "QK normalisation"),
         ):
-            self.ax_effect.plot(_GROWTHS, tops[version], style, label=label)
+            self.ax_effect.plot(_GROWTHS, tops[version], style, color=colour, label=label)
         (self.knob_marker,) = self.ax_effect.plot(
-            [2], [0], "o", ms=14, mfc="none", mec="black", mew=2, label="in use"
+            [2], [0], "o", color="black", ms=14, mfc="none", mew=2, label="in use"
         )
-        self.ax_effect.axhline(0.9, color="tab:red", ls=":", lw=1, label="collapsed (0.9)")
+        self.ax_effect.axhline(0.9, color=VERMILLION, ls=":", lw=1, label="collapsed (0.9)")
         self.ax_effect.set_xscale("log", base=2)
         self.ax_effect.set_xticks(_GROWTHS, [f"{g}×" for g in _GROWTHS])
         self.ax_effect.minorticks_off()
@@ -221,7 +222,7 @@ class MistakeExplorer(Explorer):
 
     def _row_sum_panel(self, length: int) -> None:
         rows = np.arange(length)  # (L,)
-        self.effect_bars = self.ax_effect.bar(rows, np.zeros(length), color="tab:orange")
+        self.effect_bars = self.ax_effect.bar(rows, np.zeros(length), color=ORANGE)
         ones = self.ax_effect.axhline(1, color="gray", ls="--", lw=1, label="must be 1")
         self.ax_effect.set_ylim(0, 1.6)
         self.ax_effect.set_xticks(rows)

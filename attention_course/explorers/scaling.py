@@ -26,6 +26,7 @@ from matplotlib.ticker import MaxNLocator
 from attention_lib.normalisers import softmax
 
 from ..lessons.exercises import check_scale_rule
+from ..lessons.figures.style import BLUE, GREEN, VERMILLION
 from ..lessons.scaling import POWER_OF_TWO_WIDTHS, WeightStats, sweep_widths
 from .base import Explorer, key_weight_bars
 from .controls import WidthAndScale
@@ -143,11 +144,9 @@ class ScalingExplorer(WidthAndScale, Explorer):
         self.axes = (ax_hist, ax_keys, ax_top, ax_ent)
 
         # histogram: one filled step outline whose bin edges and heights move (one path to draw)
-        self.hist = ax_hist.stairs(
-            np.zeros(_BINS), np.arange(_BINS + 1.0), fill=True, color="tab:blue"
-        )
+        self.hist = ax_hist.stairs(np.zeros(_BINS), np.arange(_BINS + 1.0), fill=True, color=BLUE)
         band = ax_hist.axvspan(
-            -1, 1, color="tab:green", alpha=0.15, zorder=0, label="|logit| ≤ 1 (histogram)"
+            -1, 1, color=GREEN, alpha=0.15, zorder=0, label="|logit| ≤ 1 (histogram)"
         )
         # The bins span the bulk of the logits whatever their scale, so a bin's share depends
         # on d alone: one y-range fits every setting, and the y-axis need not be redrawn.
@@ -159,7 +158,7 @@ class ScalingExplorer(WidthAndScale, Explorer):
         # one example query's weights over the keys
         self.key_bars = key_weight_bars(ax_keys, keys, "key", "attention weight", legend=False)
         # drawn like the uniform lines below, so their one legend entry covers it
-        ax_keys.lines[0].set(color="tab:green", linestyle="-", linewidth=0.8)
+        ax_keys.lines[0].set(color=GREEN, linestyle="-.", linewidth=0.8)
 
         # mean top weight and mean entropy against d, with the two usual rules for reference
         references = {"none": self.sweep.stats("none"), "1/sqrt(d)": self.sweep.stats("1/sqrt(d)")}
@@ -173,9 +172,9 @@ class ScalingExplorer(WidthAndScale, Explorer):
             ax.set_xticks(widths, [str(d) for d in widths], fontsize=8)
             ax.set_xlabel("head width d")
         self.top_line, self.top_marker, self.entropy_line, self.entropy_marker = (
-            ax.plot(widths, np.zeros(len(widths)), style, color="tab:red", lw=2, ms=9, label=label)[
-                0
-            ]
+            ax.plot(
+                widths, np.zeros(len(widths)), style, color=VERMILLION, lw=2, ms=9, label=label
+            )[0]
             for ax, style, label in (
                 (ax_top, "-", "chosen scale"),
                 (ax_top, "o", "current d"),
@@ -185,9 +184,9 @@ class ScalingExplorer(WidthAndScale, Explorer):
         )
         uniform_lines = [
             ax_top.axhline(
-                1 / keys, color="tab:green", lw=0.8, label=f"uniform (1/{keys}, ln {keys})"
+                1 / keys, color=GREEN, ls="-.", lw=0.8, label=f"uniform (1/{keys}, ln {keys})"
             ),
-            ax_ent.axhline(uniform_entropy, color="tab:green", lw=0.8),
+            ax_ent.axhline(uniform_entropy, color=GREEN, ls="-.", lw=0.8),
         ]
         ax_top.set_ylim(0, 1.05)
         ax_top.set_ylabel("mean top weight")

@@ -24,13 +24,14 @@ from attention_lib.flash import flash_attention, key_blocks, query_blocks
 from attention_lib.normalisers import softmax
 
 from ..lessons.cost import tiled_memory
+from ..lessons.figures.style import BLUE, GREEN, ORANGE, PURPLE, VERMILLION
 from ..lessons.online import online_softmax_steps
 from .base import Explorer
 from .controls import fit_label, fit_slider
 
 __all__ = ["OnlineSoftmaxExplorer", "TilingExplorer", "default_stream", "uncovered_rectangles"]
 
-_SEEN, _CURRENT, _UNSEEN = "tab:blue", "tab:orange", "#dddddd"
+_SEEN, _CURRENT, _UNSEEN = BLUE, ORANGE, "#dddddd"
 
 
 def default_stream(n: int = 16, seed: int = 14) -> np.ndarray:
@@ -71,7 +72,12 @@ class OnlineSoftmaxExplorer(Explorer):
 
         self.score_bars = ax_scores.bar(steps, x, color=_UNSEEN)
         (self.max_line,) = ax_scores.step(
-            steps, self.trace.running_max, where="mid", color="tab:red", lw=2, label="running max m"
+            steps,
+            self.trace.running_max,
+            where="mid",
+            color=VERMILLION,
+            lw=2,
+            label="running max m",
         )
         ax_scores.axhline(0, color="black", lw=0.6)
         ax_scores.set_ylim(min(x.min(), 0) - 0.5, max(x.max(), 0) + 0.8)
@@ -81,7 +87,7 @@ class OnlineSoftmaxExplorer(Explorer):
         # upper left: over the default stream's first scores, which are small
         ax_scores.legend(loc="upper left", fontsize=8)
 
-        self.rescale_bars = ax_rescale.bar(steps, np.zeros(n), color="tab:purple")
+        self.rescale_bars = ax_rescale.bar(steps, np.zeros(n), color=PURPLE)
         ax_rescale.axhline(1, color="gray", ls="--", lw=1)
         ax_rescale.set_ylim(0, 1.1)
         ax_rescale.set_xlim(0.4, n + 0.6)
@@ -89,8 +95,8 @@ class OnlineSoftmaxExplorer(Explorer):
         ax_rescale.set_ylabel("exp(m_prev − m)")
         ax_rescale.set_title("rescale factor: below 1 when the max grows", fontsize=10)
 
-        (self.sum_line,) = ax_sum.plot([], [], "-", color="tab:green", lw=2, label="l after step")
-        (self.sum_marker,) = ax_sum.plot([], [], "o", color="tab:green", ms=8)
+        (self.sum_line,) = ax_sum.plot([], [], "-", color=GREEN, lw=2, label="l after step")
+        (self.sum_marker,) = ax_sum.plot([], [], "o", color=GREEN, ms=8)
         ax_sum.set_xlim(0.4, n + 0.6)
         ax_sum.set_ylim(0, self.trace.running_sum.max() * 1.15)
         ax_sum.set_xlabel("step")
@@ -102,7 +108,12 @@ class OnlineSoftmaxExplorer(Explorer):
             steps - half / 2, np.zeros(n), width=half, color=_SEEN, label="online, from (m, l)"
         )
         self.softmax_bars = ax_w.bar(
-            steps + half / 2, self.softmax, width=half, color="tab:gray", label="softmax(all)"
+            steps + half / 2,
+            self.softmax,
+            width=half,
+            color="gray",
+            hatch="///",  # told from the online bars by more than their colour
+            label="softmax(all)",
         )
         ax_w.set_ylim(0, 1.2)  # the first step puts the whole weight on one score
         ax_w.set_xlabel("position in the stream")
@@ -182,7 +193,7 @@ class OnlineSoftmaxExplorer(Explorer):
         rescale[0] = 0.0  # step 1 has no previous sum to rescale
         for bar, r in zip(self.rescale_bars, rescale, strict=True):
             bar.set_height(r)
-            bar.set_facecolor("tab:red" if 0 < r < 1 else "tab:purple")
+            bar.set_facecolor(VERMILLION if 0 < r < 1 else PURPLE)
         self.sum_line.set_data(steps, self.trace.running_sum[:t])
         self.sum_marker.set_data([t], [self.trace.running_sum[t - 1]])
         weights = self.trace.weights(t - 1)  # (t,)
@@ -292,9 +303,15 @@ class TilingExplorer(Explorer):
             Path(np.zeros((1, 2))), facecolor=_SKIPPED, edgecolor="#7f7f7f", lw=0, hatch="//"
         )
         ax_grid.add_patch(self.skipped)
+        # the masked cells of the tiles computed so far, dotted: told from the others by more
+        # than their paler colour
+        self.masked_dots = PathPatch(
+            Path(np.zeros((1, 2))), fill=False, edgecolor="#7f7f7f", lw=0, hatch=".."
+        )
+        ax_grid.add_patch(self.masked_dots)
         self.tile_edges = LineCollection([], colors="black", linewidths=0.9)
         ax_grid.add_collection(self.tile_edges)
-        self.current_box = Rectangle((0, 0), 1, 1, fill=False, edgecolor="tab:red", lw=2.5)
+        self.current_box = Rectangle((0, 0), 1, 1, fill=False, edgecolor=VERMILLION, lw=2.5)
         ax_grid.add_patch(self.current_box)
         ax_grid.set_xlim(0, length_k)
         ax_grid.set_ylim(length_q, 0)  # query row 0 at the top, as the matrix is written
@@ -304,8 +321,8 @@ class TilingExplorer(Explorer):
         fig.legend(
             handles=[
                 Patch(facecolor=_VISITED, label="tile computed"),
-                Patch(facecolor=_NOW, label="current tile"),
-                Patch(facecolor=_VISITED_MASKED, label="masked inside a tile"),
+                Patch(facecolor=_NOW, edgecolor=VERMILLION, lw=2.5, label="current tile"),
+                Patch(facecolor=_VISITED_MASKED, hatch="..", label="masked inside a tile"),
                 Patch(facecolor=_SKIPPED, hatch="//", label="skipped (causal)"),
             ],
             loc="upper left",
@@ -330,7 +347,7 @@ class TilingExplorer(Explorer):
 
         labels = ["score tile\nbq × bk", "m, l, acc\n(bq rows)", "full scores\nL × S"]
         self.memory_bars = ax_mem.barh(
-            [2, 1, 0], [0, 0, length_q * length_k], color=["tab:orange", "tab:green", "tab:gray"]
+            [2, 1, 0], [0, 0, length_q * length_k], color=[ORANGE, GREEN, "gray"]
         )
         ax_mem.set_yticks([2, 1, 0], labels, fontsize=8)
         ax_mem.set_xlim(0, length_q * length_k * 1.05)
@@ -362,6 +379,7 @@ class TilingExplorer(Explorer):
             self.skipped,
             self.tile_edges,
             self.current_box,
+            self.masked_dots,
             self.row_cells,
             *self.memory_bars,
             self.readout,
@@ -507,6 +525,11 @@ class TilingExplorer(Explorer):
             outline = Path.make_compound_path(*(Path(r, closed=True) for r in rectangles))
             self.skipped.set_path(outline)
         self.skipped.set_visible(bool(rectangles))
+        dotted = uncovered_rectangles((index >= 0) & (index < step) & masked)
+        if dotted:
+            path = Path.make_compound_path(*(Path(r, closed=True) for r in dotted))
+            self.masked_dots.set_path(path)
+        self.masked_dots.set_visible(bool(dotted))
 
         segments = []
         for (r0, r1), (k0, k1) in tiles:

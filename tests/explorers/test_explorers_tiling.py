@@ -18,6 +18,7 @@ from attention_course.explorers.tiling import (
     default_stream,
     uncovered_rectangles,
 )
+from attention_course.lessons.figures.style import VERMILLION
 from attention_course.lessons.online import online_softmax_steps
 from attention_lib import scaled_dot_product_attention, softmax
 from attention_lib.flash import key_blocks, query_blocks
@@ -62,7 +63,7 @@ def test_online_every_step(online: OnlineSoftmaxExplorer) -> None:
         assert np.all((rescale >= 0) & (rescale <= 1)) and np.all(rescale[t:] == 0)
         rescaled = [j for j in trace.new_max_steps if j < t]
         reds = [
-            j for j, b in enumerate(online.rescale_bars) if b.get_facecolor() == to_rgba("tab:red")
+            j for j, b in enumerate(online.rescale_bars) if b.get_facecolor() == to_rgba(VERMILLION)
         ]
         assert reds == rescaled
         text = online.readout.get_text()

@@ -1,14 +1,15 @@
 """Colour is never the only carrier: every figure's series stay apart for every kind of vision.
 
-For each still figure the course draws, the series a legend tells apart (its
+For each still figure the course draws, and each explorer's figure as it is first drawn
+(every registered build), the series a legend tells apart (its
 lines, bars and patches, and a figure-level legend's) are taken as the page
 shows them (a colour with its alpha, over white) and simulated for
 deuteranopia, protanopia and tritanopia with colorspacious (Machado, Oliveira
 and Fernandes' model at full severity). Every pair of differently coloured
 series must be at least `MIN_DELTA_E` apart in CAM02-UCS under each (about 1
 is a just noticeable difference; a grey reference line is told apart by its
-lightness), and every pair must also differ by line style, marker, hatching or
-fill, so that a reader who tells no colours apart still can. A heatmap's
+lightness), and every pair must also differ by line style, marker, hatching,
+fill or outline, so that a reader who tells no colours apart still can. A heatmap's
 colour map must be one that reads in lightness order for every kind of vision.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib.colors as mcolors
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from colorspacious import cspace_convert, deltaE
@@ -28,6 +30,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from attention_course.bench.results import BenchmarkRun
+from attention_course.explorers.registry import builds
 from attention_course.lessons.alternatives import FeatureErrorRow, SinkRun, TimingRow
 from attention_course.lessons.figures import (
     benchmark_figure,
@@ -75,7 +78,9 @@ def _series(handle, label: str) -> Series | None:
     elif isinstance(handle, Patch):
         filled = handle.get_fill() and mcolors.to_rgba(handle.get_facecolor())[3] > 0
         colour = handle.get_facecolor() if filled else handle.get_edgecolor()
-        cue = (handle.get_hatch() or "", filled, handle.get_linestyle())
+        edged = mcolors.to_rgba(handle.get_edgecolor())[3] > 0 and handle.get_linewidth() > 0
+        outline = round(handle.get_linewidth(), 1) if edged else 0.0  # a thick outline is a cue
+        cue = (handle.get_hatch() or "", filled, handle.get_linestyle(), outline)
     else:
         return None
     return Series(label, _over_white(colour), cue)
@@ -211,3 +216,16 @@ FIGURES = {
 def test_every_still_figure_passes_for_every_kind_of_vision(name):
     fig = FIGURES[name]()
     assert problems(fig) == []
+
+
+# -- every explorer, as first drawn ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("test_id", list(builds(loads_model=None)))
+def test_every_explorers_figure_passes_for_every_kind_of_vision(test_id):
+    _, build = builds(loads_model=None)[test_id]
+    explorer = build()
+    try:
+        assert problems(explorer.fig) == []
+    finally:
+        plt.close(explorer.fig)
