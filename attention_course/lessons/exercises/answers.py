@@ -454,7 +454,7 @@ FLASH_SOLUTIONS: dict[str, Solution] = {
         "sum of exp(x - m) over the columns seen. When a block raises the maximum to m_new, "
         "what was summed was measured against the old m, and one factor exp(m - m_new) <= 1 "
         "re-measures it; then the block's own terms are added. m starts at -inf, not 0: a row "
-        "whose scores all lie far below zero must be shifted by its own maximum (the first "
+        "of scores like -800 must be shifted by its own maximum (the first "
         "block's exp(m - m_new) = exp(-inf) = 0 then multiplies a total of 0). The second walk "
         "reads the row again and writes exp(x - m) / total. So the row is read twice, not "
         "once for each of its maximum, sum and weights, and no block exceeds BLOCK: the same "
