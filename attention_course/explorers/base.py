@@ -43,13 +43,13 @@ import itertools
 import sys
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import ipywidgets as widgets
 import numpy as np
 from matplotlib.artist import Artist
-from matplotlib.backend_bases import FigureCanvasBase
+from matplotlib.backend_bases import FigureCanvasBase, TimerBase
 from matplotlib.figure import Figure
 
 from ..lessons.figures.still import data_url
@@ -257,6 +257,7 @@ class Explorer(CellOwned):
         self._laid_out = False
         self._background: Any = None  # the canvas region without the live artists
         self._drawing_background = False
+        self._timers: dict[str, TimerBase] = {}  # `_start_timer`'s, by name
         self.fig.canvas.mpl_connect("draw_event", self._on_draw)
         return self.fig
 
@@ -305,18 +306,45 @@ class Explorer(CellOwned):
         event loop running (a test) the timer never fires; the next frame
         draws the background instead.
         """
-        timer = self.fig.canvas.new_timer(interval=50)
-        timer.single_shot = True
+        self._start_timer("background", 50, self._prepare_background, single_shot=True)
 
-        def prepare() -> None:
-            with DRAWING:
-                if self._background is None and not self.closed:
-                    self._draw_background()
-            settle_long_lived()  # idle now: the next collection walks only newer objects
+    def _prepare_background(self) -> None:
+        with DRAWING:
+            if self._background is None and not self.closed:
+                self._draw_background()
+        settle_long_lived()  # idle now: the next collection walks only newer objects
 
-        timer.add_callback(prepare)
+    def _start_timer(
+        self, name: str, interval: int, method: Callable[[], Any], single_shot: bool = False
+    ) -> TimerBase:
+        """Start a timer on the canvas that calls ``method`` (one of this explorer's) every
+        ``interval`` ms, or once, until it returns False; it replaces the timer of that
+        ``name``, and `close` stops it.
+
+        The timer holds the method weakly: a stopped timer's task stays on its loop
+        until the loop runs again, and an event loop that is not the kernel's
+        (playwright's, in a test process) may never run again while the explorer's
+        test goes on.
+        """
+        held = weakref.WeakMethod(method)
+
+        def fire() -> Any:
+            bound = held()
+            return False if bound is None or bound.__self__.closed else bound()
+
+        self._stop_timer(name)
+        timer = self.fig.canvas.new_timer(interval=interval)
+        timer.single_shot = single_shot
+        timer.add_callback(fire)
         timer.start()
-        self._background_timer = timer  # keep it alive until it fires
+        self._timers[name] = timer  # alive until it fires, or is stopped
+        return timer
+
+    def _stop_timer(self, name: str) -> None:
+        timer = self._timers.pop(name, None)
+        if timer is not None:
+            timer.stop()
+            timer.callbacks.clear()
 
     def _watch(self, *controls: widgets.Widget) -> None:
         """Redraw whenever one of ``controls`` changes value."""
@@ -449,10 +477,8 @@ class Explorer(CellOwned):
         with DRAWING:  # a slider's message may be drawing on another thread
             super().close()
             _LIVE.pop(self._number, None)
-            timer = getattr(self, "_background_timer", None)
-            if timer is not None:
-                timer.stop()
-                self._background_timer = None
+            for name in list(self._timers):
+                self._stop_timer(name)
             self._background = None
             self.picture.value = b""
             self.fig.clear()

@@ -125,13 +125,8 @@ class _KeepsBackgrounds(_RedrawsWords):
 
     def _prepare_background_soon(self) -> None:
         super()._prepare_background_soon()  # type: ignore[misc]
-        old = getattr(self, "_prefetch_timer", None)
-        if old is not None:
-            old.stop()  # one prefetch at a time, for the latest size
-        timer = self.fig.canvas.new_timer(interval=self.PREFETCH_MS)  # type: ignore[attr-defined]
-        timer.add_callback(self._prefetch_one)
-        timer.start()
-        self._prefetch_timer = timer  # kept alive until it stops itself
+        # one prefetch at a time, for the latest size, until none is missing
+        self._start_timer("prefetch", self.PREFETCH_MS, self._prefetch_one)  # type: ignore[attr-defined]
 
     def _prefetch_one(self) -> bool:
         with DRAWING:
@@ -144,10 +139,7 @@ class _KeepsBackgrounds(_RedrawsWords):
         kept = self._kept()
         missing = [s for s in self.sentence.options if self._background_key(s) not in kept]
         if not missing:
-            timer = getattr(self, "_prefetch_timer", None)
-            if timer is not None:
-                timer.stop()
-            return False
+            return False  # the timer stops
         shown, current = self.sentence.value, self._background  # type: ignore[has-type]
         self._show_words(missing[0])
         try:

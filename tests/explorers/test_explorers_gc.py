@@ -39,7 +39,7 @@ def prepared_on_idle(explorer: VolumeKnobExplorer) -> None:
     """Run what the kernel's event loop runs once idle after a full draw (no loop here)."""
     explorer.blit = True
     explorer.fig.canvas.draw()  # schedules the background's preparation on a timer
-    timer = explorer._background_timer
+    timer = explorer._timers["background"]
     for callback, args, kwargs in timer.callbacks:
         callback(*args, **kwargs)
 

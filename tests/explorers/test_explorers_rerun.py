@@ -10,6 +10,7 @@ kernel's memory over re-runs in a real kernel.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import sys
 import types
@@ -19,6 +20,7 @@ import ipywidgets as widgets
 import pytest
 from ipywidgets.widgets.widget import _instances
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.backends.backend_webagg_core import TimerAsyncio
 
 from attention_course.explorers import ScalingExplorer, ThreeStepsExplorer, VolumeKnobExplorer
 from attention_course.explorers import base as explorer_base
@@ -27,6 +29,7 @@ from attention_course.explorers.crowded_room import share_prediction
 from attention_course.explorers.gate import ExerciseGate
 from attention_course.explorers.registry import builds
 from attention_course.explorers.reveal import predict_choice
+from attention_course.explorers.trained import WhereItLooksExplorer
 from attention_course.lessons.exercises import check_scale_rule
 
 
@@ -150,6 +153,32 @@ def test_a_closed_explorer_is_freed_once_nothing_else_holds_it(cells):
     gc.collect()
     assert gone() is None, "a closed explorer is still held (by its widgets' registry?)"
     assert out.comm is None and new.widget.comm is not None
+
+
+# the loop closes with the timers' tasks never run, as the test means it to
+@pytest.mark.filterwarnings("ignore:coroutine 'TimerAsyncio._timer_task' was never awaited")
+@pytest.mark.parametrize("build", [VolumeKnobExplorer, WhereItLooksExplorer])  # + its prefetch
+def test_a_closed_explorer_is_freed_beside_an_event_loop_that_never_runs(cells, build):
+    """Playwright's sync API (the browser tests, in the same test process) leaves its loop
+    set as this thread's running one: an explorer's timers go on it, and their tasks, even
+    cancelled, wait there for good. They must not keep a closed explorer."""
+    loop = asyncio.new_event_loop()
+    asyncio._set_running_loop(loop)  # what playwright's sync API leaves set
+    try:
+        cells.run("knob")
+        old = build()
+        old.blit = True
+        old.fig.canvas.draw()  # a full draw: the background (and any prefetch) on a timer
+        assert isinstance(old.fig.canvas.new_timer(), TimerAsyncio) and old._timers
+        gone = weakref.ref(old)
+        del old
+        cells.run("knob")
+        build()
+        gc.collect()
+        assert gone() is None, "a timer's task on the loop keeps the closed explorer"
+    finally:
+        asyncio._set_running_loop(None)
+        loop.close()
 
 
 def test_what_one_run_made_stays_together_and_other_cells_keep_theirs(cells):
