@@ -4,8 +4,9 @@ python -m course graded [--check]         # generate source/ and release/ (or ch
 python -m course graded grade ASSIGNMENT  # grade DIR/submitted/*/ASSIGNMENT (nbgrader)
 python -m course graded strip [PYTHON]    # a graded class's install: the solutions removed
 
-The first two run teachers/graded's scripts in this interpreter (the teacher's
-environment: the course and its teach extra). ``strip`` removes the solutions' one data
+The first two run the course's graded package (``python -m attention_course.graded``) on
+teachers/graded, in this interpreter (the teacher's environment: the course and its teach
+extra). ``strip`` removes the solutions' one data
 module (attention_course/lessons/exercises/answers.py, and its compiled copies) from the
 environment of PYTHON (default: this one), after ``pip install ./lib .`` there; it refuses a
 course that is installed from this checkout (editable), whose answers.py is the course's
@@ -21,9 +22,10 @@ from pathlib import Path
 
 from .paths import REPO
 
-__all__ = ["FOLDER", "main", "solutions", "strip"]
+__all__ = ["FOLDER", "NOTEBOOKS", "main", "solutions", "strip"]
 
 FOLDER = REPO / "teachers" / "graded"
+NOTEBOOKS = REPO / "notebooks"
 _FIND = (
     "import importlib.util as u; s = u.find_spec('attention_course.lessons.exercises'); "
     "print(s.submodule_search_locations[0])"
@@ -74,6 +76,8 @@ def main(args: list[str]) -> int:
             print("usage: python -m course graded strip [PYTHON]", file=sys.stderr)
             return 2
         return strip(args[1] if len(args) == 2 else sys.executable)
-    script = "grade.py" if args[:1] == ["grade"] else "generate.py"
-    rest = args[1:] if args[:1] == ["grade"] else args
-    return subprocess.call([sys.executable, str(FOLDER / script), *rest], cwd=REPO)
+    where = [] if "--root" in args else ["--root", str(FOLDER)]  # grade's own --root first
+    if args[:1] != ["grade"]:
+        where += ["--notebooks", str(NOTEBOOKS)]
+    command = [sys.executable, "-m", "attention_course.graded", *args, *where]
+    return subprocess.call(command, cwd=REPO)

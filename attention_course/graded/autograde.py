@@ -1,7 +1,7 @@
 """Grade the submissions of one assignment: nbgrader's autograde, after a check of what came in.
 
-    python -m course graded grade 02_scaling [--root DIR]
-
+``python -m course graded grade 02_scaling`` grades a checkout's teachers/graded; a course
+directory elsewhere: ``python -m attention_course.graded grade 02_scaling --root DIR``.
 Reads DIR/submitted/<student>/<assignment>/ (nbgrader's layout; ``nbgrader collect`` puts
 them there on a hub), sets aside each file that is not a readable notebook (kept as
 ``<name>.not-a-notebook``, the untouched release graded in its place, 0 points, where
@@ -15,14 +15,16 @@ nbgrader itself failed.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
-from generate import HERE, nbgrader_env  # this folder's generator (run as a script)
+
+from .edition import nbgrader_env
+
+__all__ = ["SET_ASIDE", "grade", "not_a_notebook", "reorder", "scores", "set_aside"]
 
 SET_ASIDE = ".not-a-notebook"
 
@@ -147,15 +149,3 @@ def grade(root: Path, assignment: str) -> int:
     for student, (score, most) in sorted(scores(root, assignment).items()):
         print(f"{student}: {score:g} of {most:g}")
     return 1 if status else 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("assignment")
-    parser.add_argument("--root", type=Path, default=HERE, help="nbgrader's course directory")
-    args = parser.parse_args(argv)
-    return grade(args.root.resolve(), args.assignment)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

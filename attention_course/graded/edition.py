@@ -1,4 +1,4 @@
-"""The graded edition of notebooks 02 and 07, generated from the course (python -m course graded).
+"""The graded edition of notebooks 02 and 07, generated from the course notebooks.
 
 For each assignment this writes nbgrader's source notebook, source/<a>/<a>.ipynb (the
 exercises' prose from the course notebook, each answer cell holding the course's solution
@@ -13,15 +13,14 @@ check cell under each answer draws its own cases from the learner's function, as
 course's gates do). To grade a new class on new cases, draw a new seed (any int below a
 million, e.g. ``python -c "import secrets; print(secrets.randbelow(10**6))"``), put it in
 `ASSIGNMENTS` and regenerate.
-Both are committed; ``--check`` regenerates into a scratch folder and names every file that
-differs from the committed one (make test runs it: tests/teachers/test_graded.py).
-
-Run in the teacher's environment (nbgrader, and the course with its solutions installed).
+A checkout commits both under teachers/graded (``python -m course graded`` writes them,
+``--check`` regenerates into a scratch folder and names every file that differs:
+tests/teachers/test_graded.py). Runs in the teacher's environment: nbgrader, and the course
+with its solutions installed.
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
 import filecmp
 import os
@@ -35,13 +34,24 @@ from pathlib import Path
 
 import nbformat
 
-from attention_course.lessons.exercises.grading import EXERCISES
-from attention_course.lessons.exercises.solutions import FLASH_SOLUTIONS, INSTALLED, SOLUTIONS
+from ..lessons.exercises.grading import EXERCISES
+from ..lessons.exercises.solutions import FLASH_SOLUTIONS, INSTALLED, SOLUTIONS
 
-HERE = Path(__file__).resolve().parent
-NOTEBOOKS = HERE.parents[1] / "notebooks"
-#: what is generated (and committed) under the course directory
+__all__ = [
+    "ASSIGNMENTS",
+    "CONFIG",
+    "GENERATED",
+    "Assignment",
+    "differences",
+    "generate",
+    "nbgrader_env",
+    "source_notebook",
+]
+
+#: what is generated (and committed) under nbgrader's course directory
 GENERATED = ("source", "release")
+#: nbgrader's configuration, in the course directory beside what is generated
+CONFIG = "nbgrader_config.py"
 
 
 @dataclass(frozen=True)
@@ -181,9 +191,9 @@ def _class_answer(starter: str, name: str) -> str:
     return "\n".join(out)
 
 
-def source_notebook(assignment: Assignment) -> nbformat.NotebookNode:
-    """nbgrader's source notebook of ``assignment``, from the course notebook."""
-    course = nbformat.read(NOTEBOOKS / assignment.course, as_version=4)
+def source_notebook(assignment: Assignment, notebooks: Path) -> nbformat.NotebookNode:
+    """nbgrader's source notebook of ``assignment``, from its course notebook in ``notebooks``."""
+    course = nbformat.read(notebooks / assignment.course, as_version=4)
     total = sum(assignment.points.values())
     intro = (
         f"# {assignment.title}\n\n"
@@ -249,20 +259,22 @@ def nbgrader_env() -> dict[str, str]:
     return {**os.environ, "PATH": path, "PYTHONHASHSEED": "0"}
 
 
-def generate(root: Path) -> None:
-    """Write source/ and release/ of every assignment under ``root`` (a course directory with
-    this folder's nbgrader_config.py); nbgrader's database goes to a scratch folder."""
+def generate(root: Path, notebooks: Path, config: Path) -> None:
+    """Write source/ and release/ of every assignment under ``root`` (nbgrader's course
+    directory: ``config``, its nbgrader_config.py, is copied there) from the course notebooks
+    in ``notebooks``; nbgrader's database goes to a scratch folder."""
     if not INSTALLED:
-        sys.exit("generate: the course's solutions are not installed here (a graded install)")
+        raise SystemExit("the course's solutions are not installed here (a graded install)")
     root.mkdir(parents=True, exist_ok=True)
-    if root.resolve() != HERE:
-        shutil.copy(HERE / "nbgrader_config.py", root / "nbgrader_config.py")
+    if (root / CONFIG).resolve() != config.resolve():
+        shutil.copy(config, root / CONFIG)
     for kind in GENERATED:
         shutil.rmtree(root / kind, ignore_errors=True)
     for assignment in ASSIGNMENTS:
         folder = root / "source" / assignment.name
         folder.mkdir(parents=True)
-        nbformat.write(source_notebook(assignment), folder / f"{assignment.name}.ipynb")
+        made = source_notebook(assignment, notebooks)
+        nbformat.write(made, folder / f"{assignment.name}.ipynb")
     with tempfile.TemporaryDirectory() as scratch:
         for assignment in ASSIGNMENTS:
             subprocess.run(
@@ -283,46 +295,15 @@ def generate(root: Path) -> None:
             )
 
 
-def differences(root: Path) -> list[str]:
+def differences(root: Path, committed: Path) -> list[str]:
     """The generated files under ``root`` that differ from (or are missing beside) the
-    committed ones in this folder, as paths relative to it."""
+    committed ones under ``committed``, as paths relative to it."""
     differ = []
     for kind in GENERATED:
         made = {p.relative_to(root) for p in (root / kind).rglob("*") if p.is_file()}
-        kept = {p.relative_to(HERE) for p in (HERE / kind).rglob("*") if p.is_file()}
+        kept = {p.relative_to(committed) for p in (committed / kind).rglob("*") if p.is_file()}
         for path in sorted(made | kept):
-            a, b = root / path, HERE / path
+            a, b = root / path, committed / path
             if not (a.is_file() and b.is_file() and filecmp.cmp(a, b, shallow=False)):
                 differ.append(str(path))
     return differ
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="regenerate in a scratch folder; fail on any difference",
-    )
-    args = parser.parse_args(argv)
-    if not args.check:
-        generate(HERE)
-        print(f"graded edition written: {', '.join(str(HERE / k) for k in GENERATED)}")
-        return 0
-    with tempfile.TemporaryDirectory() as scratch:
-        generate(Path(scratch))
-        differ = differences(Path(scratch))
-    if differ:
-        print(
-            "the graded edition is out of date (run python -m course graded):",
-            *differ,
-            sep="\n  ",
-            file=sys.stderr,
-        )
-        return 1
-    print("the graded edition is up to date")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

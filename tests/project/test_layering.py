@@ -35,6 +35,7 @@ FLOORS: list[list[str]] = [
     ["attention_course.bench", "attention_course.model"],
     ["attention_course.lessons"],
     ["attention_course.explorers"],
+    ["attention_course.graded"],
     ["attention_course"],
     ["labdriver"],
 ]

@@ -27,6 +27,8 @@ import numpy as np
 import pytest
 from support import server_extensions_on
 
+from attention_course.graded import autograde as grader
+from attention_course.graded import edition as generate
 from attention_course.lessons.exercises import grading
 from attention_course.lessons.exercises.registry import run
 from attention_course.lessons.exercises.solutions import (
@@ -36,11 +38,7 @@ from attention_course.lessons.exercises.solutions import (
     solution_function,
 )
 from attention_lib import softmax
-from course.graded import FOLDER, strip
-
-sys.path.insert(0, str(FOLDER))
-import generate
-import grade as grader
+from course.graded import FOLDER, NOTEBOOKS, strip
 
 ALL = {**SOLUTIONS, **FLASH_SOLUTIONS}
 POINTS = {a.name: a.points for a in generate.ASSIGNMENTS}
@@ -112,10 +110,25 @@ def _function(name: str, code: str):
 
 
 def test_the_committed_edition_is_what_the_generator_makes(tmp_path: Path) -> None:
-    generate.generate(tmp_path)
-    assert generate.differences(tmp_path) == []
+    generate.generate(tmp_path, NOTEBOOKS, FOLDER / generate.CONFIG)
+    assert generate.differences(tmp_path, FOLDER) == []
     (tmp_path / "release" / "07_flash" / "07_flash.ipynb").write_text("{}")  # a stale copy
-    assert generate.differences(tmp_path) == ["release/07_flash/07_flash.ipynb"]
+    assert generate.differences(tmp_path, FOLDER) == ["release/07_flash/07_flash.ipynb"]
+
+
+@pytest.mark.slow
+def test_the_teachers_command_checks_the_committed_edition() -> None:
+    """``python -m course graded --check`` runs the course's graded package (by module, not
+    a script's path) on teachers/graded."""
+    done = subprocess.run(
+        [sys.executable, "-m", "course", "graded", "--check"],
+        cwd=FOLDER.parents[1],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "the graded edition is up to date" in done.stdout
 
 
 # -- no solution in the release, none in a graded install ---------------------------------
