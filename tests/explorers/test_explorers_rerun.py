@@ -162,7 +162,7 @@ def test_a_closed_explorer_is_freed_beside_an_event_loop_that_never_runs(cells, 
     """Playwright's sync API (the browser tests, in the same test process) leaves its loop
     set as this thread's running one: an explorer's timers go on it, and their tasks, even
     cancelled, wait there for good. They must not keep a closed explorer."""
-    loop = asyncio.new_event_loop()
+    loop, before = asyncio.new_event_loop(), asyncio._get_running_loop()  # playwright's?
     asyncio._set_running_loop(loop)  # what playwright's sync API leaves set
     try:
         cells.run("knob")
@@ -177,7 +177,7 @@ def test_a_closed_explorer_is_freed_beside_an_event_loop_that_never_runs(cells, 
         gc.collect()
         assert gone() is None, "a timer's task on the loop keeps the closed explorer"
     finally:
-        asyncio._set_running_loop(None)
+        asyncio._set_running_loop(before)  # a browser test's, in the same worker, kept
         loop.close()
 
 
