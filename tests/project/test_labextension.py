@@ -226,7 +226,9 @@ def test_a_wheel_of_the_course_carries_the_built_extension(tmp_path):
             shutil.rmtree(ROOT / "build", ignore_errors=True)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (wheel,) = tmp_path.glob("*.whl")
+    package, version = wheel.name.split("-")[:2]
+    assert package == "attention_course"  # the courseware's wheel: the library's has no extension
     names = set(zipfile.ZipFile(wheel).namelist())
-    prefix = f"attention_lib-{wheel.name.split('-')[1]}.data/data/share/jupyter/labextensions"
+    prefix = f"{package}-{version}.data/data/share/jupyter/labextensions"
     built = {p.relative_to(BUILD).as_posix() for p in BUILD.rglob("*") if p.is_file()}
     assert {f"{prefix}/{NAME}/{p}" for p in built} <= names
