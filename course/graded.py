@@ -6,8 +6,8 @@ python -m course graded strip [PYTHON]    # a graded class's install: the soluti
 
 The first two run the course's graded package (``python -m attention_course.graded``) on
 teachers/graded, in this interpreter (the teacher's environment: the course and its teach
-extra). ``strip`` removes the solutions' one data
-module (attention_course/lessons/exercises/answers.py, and its compiled copies) from the
+extra). ``strip`` removes the solutions' one data module
+(attention_course/lessons/exercises/answers.py, and its compiled copies) from the
 environment of PYTHON (default: this one), after ``pip install ./lib .`` there; it refuses a
 course that is installed from this checkout (editable), whose answers.py is the course's
 own source.
@@ -76,7 +76,7 @@ def main(args: list[str]) -> int:
             print("usage: python -m course graded strip [PYTHON]", file=sys.stderr)
             return 2
         return strip(args[1] if len(args) == 2 else sys.executable)
-    where = [] if "--root" in args else ["--root", str(FOLDER)]  # grade's own --root first
+    where = [] if "--root" in args else ["--root", str(FOLDER)]  # a --root given wins
     if args[:1] != ["grade"]:
         where += ["--notebooks", str(NOTEBOOKS)]
     command = [sys.executable, "-m", "attention_course.graded", *args, *where]
