@@ -21,13 +21,13 @@ first open, nbconvert's HTML, a terminal. A notebook reopened after a save
 shows the Image's saved picture with a one-line note.
 
 Every picture has a text alternative: `Explorer.describe`, what the figure
-shows now with its numbers. Each frame sends it too, into an HTML widget under
-the picture (`Explorer.alt`, class `ALT`), so it is visible text in any front
-end; the course's JupyterLab extension (``jupyter/a11y-extension``) makes that
-element a polite live region and copies it into the picture's ``alt``, and the
-still picture carries it as its ``alt`` (`still_html`). A box of class
-`DESCRIBED` holds a picture and its alternative side by side, the convention
-the extension reads (`text_alternative`).
+shows now with its numbers. Each frame sends it right behind the picture, into
+an HTML widget under it (`Explorer.alt`, class `ALT`), so it is visible text in
+any front end; the course's JupyterLab extension (``jupyter/a11y-extension``)
+makes that element a polite live region and copies it into the picture's
+``alt``, and the still picture carries it as its ``alt`` (`still_html`). A box
+of class `DESCRIBED` holds a picture and its alternative side by side, the
+convention the extension reads (`text_alternative`).
 
 A cell run again lets go of what it made before (`CellOwned`): an explorer, a
 prediction or an exercise gate made in a notebook cell closes the one the
@@ -249,7 +249,7 @@ class Explorer(CellOwned):
         self.fig = Figure(**kwargs)
         ExplorerCanvas(self.fig)
         self.picture = widgets.Image(format="png")
-        self.alt = text_alternative()  # `describe`, sent with each frame
+        self.alt = text_alternative()  # `describe`, sent right behind each frame
         self._box: ExplorerBox | None = None
         self.above: list[widgets.Widget] = []  # shown between the controls and the figure
         self.controls = []
@@ -394,8 +394,10 @@ class Explorer(CellOwned):
             return
         self.fig.stale = False  # the canvas shows the current state
         if self.displayed:
-            self.alt.value = _alt_html(self.describe())  # ahead of its picture, never stale
+            # the picture first: the page shows it while it takes in the alternative, a
+            # message behind it (sent ahead, it held every frame back by its handling)
             self.picture.value = frame_png(canvas)  # the move's one encode
+            self.alt.value = _alt_html(self.describe())
 
     def drawing_order(self) -> list[Artist]:
         """What a frame draws over the background, in the order a full draw paints it.

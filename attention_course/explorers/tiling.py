@@ -212,6 +212,8 @@ _NOW = "#fd8d3c"
 _NOW_MASKED = "#fdd0a2"
 _SKIPPED = "#bdbdbd"
 _ROW_DONE = "#41ab5d"
+_DOT = "#4d4d4d"  # the dot in a masked cell: 3:1 and more against the masked colours
+_DOT_MS = 3.5  # its diameter in points
 
 
 def uncovered_rectangles(uncovered: np.ndarray) -> list[np.ndarray]:
@@ -303,12 +305,11 @@ class TilingExplorer(Explorer):
             Path(np.zeros((1, 2))), facecolor=_SKIPPED, edgecolor="#7f7f7f", lw=0, hatch="//"
         )
         ax_grid.add_patch(self.skipped)
-        # the masked cells of the tiles computed so far, dotted: told from the others by more
-        # than their paler colour
-        self.masked_dots = PathPatch(
-            Path(np.zeros((1, 2))), fill=False, edgecolor="#7f7f7f", lw=0, hatch=".."
+        # a dot in each masked cell of the tiles computed so far: told from the others by
+        # more than their paler colour. A line's markers: Agg stamps one cached dot per cell
+        (self.masked_dots,) = ax_grid.plot(
+            [], [], ls="", marker="o", ms=_DOT_MS, mew=0, color=_DOT, zorder=1.5
         )
-        ax_grid.add_patch(self.masked_dots)
         self.tile_edges = LineCollection([], colors="black", linewidths=0.9)
         ax_grid.add_collection(self.tile_edges)
         self.current_box = Rectangle((0, 0), 1, 1, fill=False, edgecolor=VERMILLION, lw=2.5)
@@ -319,12 +320,13 @@ class TilingExplorer(Explorer):
         ax_grid.set_xlabel("key position (columns of the L × S score matrix)")
         ax_grid.set_ylabel("query position (rows)")
         fig.legend(
-            handles=[
-                Patch(facecolor=_VISITED, label="tile computed"),
-                Patch(facecolor=_NOW, edgecolor=VERMILLION, lw=2.5, label="current tile"),
-                Patch(facecolor=_VISITED_MASKED, hatch="..", label="masked inside a tile"),
-                Patch(facecolor=_SKIPPED, hatch="//", label="skipped (causal)"),
+            [
+                Patch(facecolor=_VISITED),
+                Patch(facecolor=_NOW, edgecolor=VERMILLION, lw=2.5),
+                Patch(facecolor=_VISITED_MASKED, hatch="."),  # sparse dots, as the cells' dots
+                Patch(facecolor=_SKIPPED, hatch="//"),
             ],
+            ["tile computed", "current tile", "masked inside a tile", "skipped (causal)"],
             loc="upper left",
             bbox_to_anchor=(0.7, 0.33),
             fontsize=8,
@@ -525,11 +527,8 @@ class TilingExplorer(Explorer):
             outline = Path.make_compound_path(*(Path(r, closed=True) for r in rectangles))
             self.skipped.set_path(outline)
         self.skipped.set_visible(bool(rectangles))
-        dotted = uncovered_rectangles((index >= 0) & (index < step) & masked)
-        if dotted:
-            path = Path.make_compound_path(*(Path(r, closed=True) for r in dotted))
-            self.masked_dots.set_path(path)
-        self.masked_dots.set_visible(bool(dotted))
+        dotted_rows, dotted_cols = np.nonzero((index >= 0) & (index < step) & masked)
+        self.masked_dots.set_data(dotted_cols + 0.5, dotted_rows + 0.5)  # a dot mid-cell
 
         segments = []
         for (r0, r1), (k0, k1) in tiles:
