@@ -37,6 +37,7 @@ learner who re-runs cells while playing does not fill the kernel's memory.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import html
 import itertools
@@ -66,6 +67,7 @@ __all__ = [
     "ExplorerBox",
     "StillBox",
     "close_widgets",
+    "forget_outputs",
     "key_weight_bars",
     "live_explorers",
     "one_line",
@@ -498,7 +500,8 @@ class Explorer(CellOwned):
 
 
 def settle_long_lived() -> None:
-    """Collect garbage now, then leave every object that survives out of later collections.
+    """Collect garbage now, leave every object that survives out of later collections, and
+    give the pages the collection freed back to the system (`_malloc_trim`).
 
     A kernel that has run a notebook holds some 200,000 objects that live as
     long as it does (torch, matplotlib, the explorers). A full collection walks
@@ -512,6 +515,26 @@ def settle_long_lived() -> None:
     gc.unfreeze()
     gc.collect()
     gc.freeze()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)  # the freed pages back to the system
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, or None where the C library has none (macOS, Windows, musl).
+
+    glibc keeps the pages that freed objects leave inside its heaps: after a
+    Run All of 01 and 02 the kernel held some 40 MiB of them, and re-running
+    cells moved that high-water mark up and down by several MiB a run
+    (tests/notebooks/test_rerun_memory.py). Trimmed once the kernel is idle,
+    what it holds is what it uses.
+    """
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError, TypeError):
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
 
 
 class StillBox(widgets.VBox):
@@ -525,6 +548,10 @@ class StillBox(widgets.VBox):
     is (`still_bundle`); without one a box shows its text repr, as any widget.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._stills_shown: list[str] = []  # each display's ``text/html``, for `close`
+
     def still_bundle(self) -> dict[str, Any]:
         """The extra types of the display bundle (``text/html``, ``text/plain``...)."""
         return {}
@@ -533,8 +560,43 @@ class StillBox(widgets.VBox):
         data = super()._repr_mimebundle_(**kwargs)
         if data is None:  # closed
             return None
-        data.update(self.still_bundle())
+        still = self.still_bundle()
+        data.update(still)
+        if "text/html" in still:
+            self._stills_shown.append(still["text/html"])
         return data
+
+    def close(self) -> None:
+        """Close the box, and drop the still pictures it showed from IPython's record of the
+        kernel's outputs (`forget_outputs`): the page has them, and a box closed as its cell
+        runs again would otherwise keep one PNG per run for the kernel's life."""
+        super().close()
+        forget_outputs(self._stills_shown)
+        self._stills_shown = []
+
+
+def forget_outputs(values: list[str]) -> None:
+    """Remove each of ``values`` (the very objects) from the output bundles IPython keeps.
+
+    IPython 9 records every output's whole bundle, per execution, in
+    ``history_manager.outputs`` (for ``%notebook``) and never drops one; an
+    explorer's still is a PNG of tens of kB. The bundle keeps its other types
+    (the widget's view, the text alternative as ``text/plain``).
+    """
+    if not values:
+        return
+    ipython = sys.modules.get("IPython")  # never imported here: no IPython, no record
+    shell = ipython.get_ipython() if ipython is not None else None
+    recorded = getattr(getattr(shell, "history_manager", None), "outputs", None)
+    if not isinstance(recorded, dict):
+        return
+    shown = {id(value) for value in values}
+    for outputs in recorded.values():
+        for output in outputs:
+            bundle = getattr(output, "bundle", None)
+            if isinstance(bundle, dict):
+                for key in [key for key, value in bundle.items() if id(value) in shown]:
+                    del bundle[key]
 
 
 class ExplorerBox(StillBox):

@@ -306,3 +306,45 @@ def test_the_scaling_explorer_box_in_out_holds_nothing_once_closed(cells):
     cells.run("scaling")
     ScalingExplorer(trials=300)
     assert out.children == () and out.explorer is None and out._repr_mimebundle_ is None
+
+
+@pytest.fixture
+def shell():
+    """A real IPython shell (no history file): its display hook records each cell's value's
+    whole bundle in ``history_manager.outputs``, as the kernel's does."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    made = InteractiveShell.instance(config=config)
+    yield made
+    InteractiveShell.clear_instance()
+
+
+def _recorded(shell) -> list[dict]:
+    outputs = shell.history_manager.outputs.values()
+    return [output.bundle for recorded in outputs for output in recorded]
+
+
+def test_a_closed_box_leaves_ipythons_record_of_outputs_without_its_still(cells, shell):
+    """IPython 9 keeps each output's bundle for the kernel's life: a cell whose value is an
+    explorer's box, run again, would keep one still PNG per run."""
+    cells.run("knob")
+    shell.user_ns["knob"] = VolumeKnobExplorer()
+    shell.run_cell("knob.widget", store_history=True)
+    (bundle,) = [b for b in _recorded(shell) if "al-still" in b.get("text/html", "")]
+    cells.run("knob")
+    VolumeKnobExplorer()  # the cell's next run closes the first and its box
+    assert shell.user_ns["knob"].closed
+    assert not any("al-still" in b.get("text/html", "") for b in _recorded(shell))
+    assert "text/html" not in bundle and bundle["text/plain"].startswith("Share of your attention")
+
+
+def test_an_open_box_keeps_its_still_in_the_record(cells, shell):
+    cells.run("knob")
+    shell.user_ns["knob"] = VolumeKnobExplorer()
+    shell.run_cell("knob.widget", store_history=True)
+    cells.run("other")
+    VolumeKnobExplorer()
+    assert [b for b in _recorded(shell) if "al-still" in b.get("text/html", "")]
