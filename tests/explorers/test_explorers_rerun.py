@@ -317,9 +317,11 @@ def shell():
 
     config = Config()
     config.HistoryManager.hist_file = ":memory:"
+    hooks = sys.displayhook, sys.excepthook  # the shell takes them over
     made = InteractiveShell.instance(config=config)
     yield made
     InteractiveShell.clear_instance()
+    sys.displayhook, sys.excepthook = hooks
 
 
 def _recorded(shell) -> list[dict]:
