@@ -396,8 +396,8 @@ class Explorer(CellOwned):
             return
         self.fig.stale = False  # the canvas shows the current state
         if self.displayed:
-            # the picture first: the page shows it while it takes in the alternative, a
-            # message behind it (sent ahead, it held every frame back by its handling)
+            # the picture first: the page starts decoding it before it takes in the
+            # alternative (sent ahead, the alternative's handling came before every frame's)
             self.picture.value = frame_png(canvas)  # the move's one encode
             self.alt.value = _alt_html(self.describe())
 
