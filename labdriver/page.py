@@ -55,6 +55,12 @@ CLICK_HOLD_MS = 100
 # activates the notebook cell; JupyterLab's work for that (40-100 ms on the 2-core course
 # machine, most of it resetting every other cell's editor selection) is done by then.
 GRAB_MS = 300
+# A learner aims at a slider's track once it has stopped moving: cells around it may still
+# be laid out as the page scrolls to it (Notebook 7 renders cells as they come into view),
+# and a click aimed at a track that then moves lands beside it. Steady: the same box
+# `STEADY_MS` apart, for at most `STEADY_TIMEOUT_MS`.
+STEADY_MS = 100
+STEADY_TIMEOUT_MS = 5_000
 # The event that makes each kind of control's change, from which a move's latency counts.
 CHANGE_EVENTS = {
     "slider": ["keydown"],
@@ -314,13 +320,17 @@ class NotebookPage:
             # a click on the track at that fraction of its width (Notebook 7 keeps arrow keys
             # from a slider's handle: a learner there clicks or drags)
             element.scroll_into_view_if_needed()
-            track = element.locator(".noUi-base").bounding_box()
+            base = element.locator(".noUi-base")
             fraction = float(action.removeprefix("track:"))
-            self.page.mouse.click(
-                track["x"] + fraction * track["width"],
-                track["y"] + track["height"] / 2,
-                delay=CLICK_HOLD_MS,
-            )
+            for _ in range(2):  # once more, re-aimed, only where the track moved meanwhile
+                track = self._steady_box(base)
+                self.page.mouse.click(
+                    track["x"] + fraction * track["width"],
+                    track["y"] + track["height"] / 2,
+                    delay=CLICK_HOLD_MS,
+                )
+                if base.bounding_box() == track:
+                    break
         elif control["kind"] == "slider":
             self._grab(element.locator(".noUi-handle"))
             self.page.keyboard.press(action)
@@ -357,6 +367,19 @@ class NotebookPage:
             after["hash"] != before["hash"],
             times,
         )
+
+    def _steady_box(self, locator: Any) -> dict:
+        """``locator``'s bounding box once it stays put (`STEADY_MS`), or the last one read
+        after `STEADY_TIMEOUT_MS`."""
+        box = locator.bounding_box()
+        deadline = time.monotonic() + STEADY_TIMEOUT_MS / 1000
+        while time.monotonic() < deadline:
+            self.page.wait_for_timeout(STEADY_MS)
+            again = locator.bounding_box()
+            if again == box:
+                break
+            box = again
+        return box
 
     def _grab(self, handle: Any) -> None:
         """Focus a slider's handle as a hand grabs it, `GRAB_MS` before the first key."""
