@@ -14,12 +14,14 @@
   does not conform.
 - `set_theme`: JupyterLab's light or dark theme, for the contrast checks in both.
 - `accessible`: what a screen reader is given for each described picture (its ``alt``, its
-  live region) and each widget slider (its name, its value text), and `focused`: where
-  the keyboard's focus is.
+  live region) and each widget slider (its name, its value text); `described`: a picture's,
+  once it says what the kernel says after a move; and `focused`: where the keyboard's
+  focus is.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cache
@@ -43,6 +45,7 @@ __all__ = [
     "audit",
     "audit_scrolled",
     "axe_missing",
+    "described",
     "focused",
     "set_theme",
 ]
@@ -188,6 +191,21 @@ def accessible(page: Any) -> dict:
     """What a screen reader is given for the course's described pictures and for every widget
     slider (``accessible.js``)."""
     return getattr(page, "page", page).evaluate(_JS_ACCESSIBLE)
+
+
+def described(page: Any, box: int, says: set[str], timeout_ms: float = 5_000) -> dict:
+    """Box ``box``'s picture as `accessible` gives it, once its ``alt`` and its live region
+    both say one of ``says``, or as it is after ``timeout_ms``: the kernel sends a move's
+    text alternative once the control has rested (``ALT_AFTER_MS``), after the frame."""
+    page = getattr(page, "page", page)
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        picture = next(p for p in accessible(page)["pictures"] if p["box"] == box)
+        if (picture["alt"] in says and picture["text"] == picture["alt"]) or (
+            time.monotonic() > deadline
+        ):
+            return picture
+        page.wait_for_timeout(50)
 
 
 def focused(page: Any) -> dict:

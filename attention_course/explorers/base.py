@@ -21,9 +21,10 @@ first open, nbconvert's HTML, a terminal. A notebook reopened after a save
 shows the Image's saved picture with a one-line note.
 
 Every picture has a text alternative: `Explorer.describe`, what the figure
-shows now with its numbers. Each frame sends it right behind the picture, into
-an HTML widget under it (`Explorer.alt`, class `ALT`), so it is visible text in
-any front end; the course's JupyterLab extension (``jupyter/a11y-extension``)
+shows now with its numbers. It goes into an HTML widget under the picture
+(`Explorer.alt`, class `ALT`), so it is visible text in any front end: with the
+first frame, and after a learner's move once the control has rested
+`ALT_AFTER_MS` (`Explorer.refresh`); the course's JupyterLab extension (``jupyter/a11y-extension``)
 makes that element a polite live region and copies it into the picture's
 ``alt``, and the still picture carries it as its ``alt`` (`still_html`). A box
 of class `DESCRIBED` holds a picture and its alternative side by side, the
@@ -56,10 +57,11 @@ from matplotlib.figure import Figure
 from ..lessons.figures.still import data_url
 from ..lessons.figures.still import figure_png as png_bytes
 from ..lessons.figures.style import ORANGE
-from .canvas import STILL_NOTE, ExplorerCanvas, frame_png, still_css
+from .canvas import STILL_NOTE, ExplorerCanvas, frame_png, still_css, timers_fire
 
 __all__ = [
     "ALT",
+    "ALT_AFTER_MS",
     "DESCRIBED",
     "DRAWING",
     "CellOwned",
@@ -68,6 +70,7 @@ __all__ = [
     "StillBox",
     "close_widgets",
     "forget_outputs",
+    "handling_widget_message",
     "key_weight_bars",
     "live_explorers",
     "one_line",
@@ -87,6 +90,14 @@ DRAWING = threading.RLock()
 #: extension reads to set the picture's ``alt`` and announce the alternative.
 ALT = "al-alt"
 DESCRIBED = "al-described"
+
+#: How long after a move's frame its text alternative is sent, a later move starting the wait
+#: again. The page paints a frame some 30 ms after the kernel sends it (benchmarks/latency.py,
+#: "to page" and "to screen", p50 on the 2-core course machine); an alternative sent with it
+#: was handled in the same frame and made it later (+2.3 ms median p50, up to +6 ms a
+#: control). A screen reader, told by the polite live region, says where a run of key
+#: presses stopped rather than each step on the way.
+ALT_AFTER_MS = 60
 
 
 def one_line(text: str) -> str:
@@ -130,17 +141,27 @@ def running_cell() -> tuple[str, str] | None:
     where the front end sends no id (nbval, nbclient): there nothing made is
     replaced, as before.
     """
-    ipython = sys.modules.get("IPython")  # never imported here: no IPython, no kernel
-    shell = ipython.get_ipython() if ipython is not None else None
-    get_parent = getattr(shell, "get_parent", None)
-    if get_parent is None:
-        return None
-    parent = get_parent() or {}
+    parent = _kernel_request()
     header = parent.get("header") or {}
     cell = (parent.get("metadata") or {}).get("cellId")
     if header.get("msg_type") != "execute_request" or not cell or not header.get("msg_id"):
         return None
     return str(cell), str(header["msg_id"])
+
+
+def handling_widget_message() -> bool:
+    """Whether the kernel is handling a widget's message from the page now (a slider moved,
+    a button pressed), rather than a cell's code (a cell that sets a control) or no request."""
+    header = _kernel_request().get("header") or {}
+    return header.get("msg_type") == "comm_msg"
+
+
+def _kernel_request() -> dict[str, Any]:
+    """The request the kernel is handling (its header and metadata); {} outside a kernel."""
+    ipython = sys.modules.get("IPython")  # never imported here: no IPython, no kernel
+    shell = ipython.get_ipython() if ipython is not None else None
+    get_parent = getattr(shell, "get_parent", None)
+    return (get_parent() or {}) if get_parent is not None else {}
 
 
 # cell id -> (the request id of the run that made them, what that run made)
@@ -251,7 +272,7 @@ class Explorer(CellOwned):
         self.fig = Figure(**kwargs)
         ExplorerCanvas(self.fig)
         self.picture = widgets.Image(format="png")
-        self.alt = text_alternative()  # `describe`, sent right behind each frame
+        self.alt = text_alternative()  # `describe`, sent once a move has rested (`refresh`)
         self._box: ExplorerBox | None = None
         self.above: list[widgets.Widget] = []  # shown between the controls and the figure
         self.controls = []
@@ -375,10 +396,17 @@ class Explorer(CellOwned):
             return self.blit
         return self.displayed
 
-    def refresh(self) -> None:
+    def refresh(self, describe_now: bool = False) -> None:
         """Show the artists' current state: a blitted frame or a full redraw, encoded once
         into the picture. Undisplayed, a full redraw is only asked for (``draw_idle``).
-        Closed, nothing."""
+        Closed, nothing.
+
+        Displayed, after a move from the page (`handling_widget_message`) the text
+        alternative follows `ALT_AFTER_MS` later on the kernel's event loop, each refresh
+        starting the wait again. Otherwise at once: the first frame (``describe_now``), a
+        cell's code (its outputs, widget state included, are saved as the cell ends:
+        nbconvert's), where no timer would fire (`timers_fire`: a test, a script).
+        """
         if self.closed:
             return
         canvas = self.fig.canvas
@@ -396,10 +424,18 @@ class Explorer(CellOwned):
             return
         self.fig.stale = False  # the canvas shows the current state
         if self.displayed:
-            # the picture first: the page starts decoding it before it takes in the
-            # alternative (sent ahead, the alternative's handling came before every frame's)
             self.picture.value = frame_png(canvas)  # the move's one encode
-            self.alt.value = _alt_html(self.describe())
+            if not describe_now and handling_widget_message() and timers_fire():
+                self._start_timer("alt", ALT_AFTER_MS, self._describe, single_shot=True)
+            else:
+                self._stop_timer("alt")  # one still to come would say the same
+                self._describe()
+
+    def _describe(self) -> None:
+        """Send `describe` into the text alternative (the page announces it)."""
+        with DRAWING:  # a move may be changing the artists on a subshell's thread
+            if not self.closed:
+                self.alt.value = _alt_html(self.describe())
 
     def drawing_order(self) -> list[Artist]:
         """What a frame draws over the background, in the order a full draw paints it.
@@ -466,7 +502,7 @@ class Explorer(CellOwned):
         )
         self._box.add_class("al-explorer")
         self._box.add_class(DESCRIBED)
-        self.refresh()  # the first frame
+        self.refresh(describe_now=True)  # the first frame, described as it is shown
         return self._box
 
     def close(self) -> None:

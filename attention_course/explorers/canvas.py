@@ -8,8 +8,8 @@ Image's saved state carries the last picture into a reopened notebook.
 
 - `ExplorerCanvas`: Agg's canvas drawing text from cached glyph bitmaps
   (`attention_course.explorers.glyphs`), whose timers fire on the kernel's event
-  loop (an explorer draws ahead while the kernel is idle); with no loop
-  running (a test, a script) they never fire, as Agg's own do.
+  loop (an explorer draws ahead while the kernel is idle); outside a kernel
+  (a test, a script) they never fire, as Agg's own do (`timers_fire`).
 - `frame_png`: the canvas's pixels as one PNG, written fast (`frames`).
 - `still_css`: the box's style sheet. The Image scales to the cell's width
   (never beyond the figure's own pixels, keeping its aspect ratio), its text
@@ -25,6 +25,7 @@ Image's saved state carries the last picture into a reopened notebook.
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,7 @@ from matplotlib.backends.backend_webagg_core import TimerAsyncio
 from .frames import encode_png
 from .glyphs import GlyphCachingCanvas
 
-__all__ = ["STILL_NOTE", "ExplorerCanvas", "frame_png", "still_css"]
+__all__ = ["STILL_NOTE", "ExplorerCanvas", "frame_png", "still_css", "timers_fire"]
 
 STILL_NOTE = (
     "A still picture: run the notebook (Run ▸ Run All Cells) to move the sliders, "
@@ -42,15 +43,28 @@ STILL_NOTE = (
 )
 
 
+def timers_fire() -> bool:
+    """Whether a timer started here would fire: this thread runs an event loop, and it is a
+    kernel's (a kernel runs cells and widget messages on its loops, a subshell's included).
+
+    A loop that is set but not a kernel's may never run again: playwright's sync API
+    leaves its loop as the running one in a test process that drove a browser.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    app = sys.modules.get("ipykernel.kernelapp")  # imported by every ipykernel kernel
+    return app is not None and app.IPKernelApp.initialized()
+
+
 class ExplorerCanvas(GlyphCachingCanvas):
     """Agg's canvas with cached glyphs, and timers on the kernel's event loop when one runs."""
 
     def new_timer(self, *args: Any, **kwargs: Any) -> TimerBase:
-        try:
-            asyncio.get_running_loop()  # a kernel runs cells and widget messages on its loop
-        except RuntimeError:
-            return TimerBase(*args, **kwargs)  # no loop: never fires (Agg's own timers)
-        return TimerAsyncio(*args, **kwargs)
+        if timers_fire():
+            return TimerAsyncio(*args, **kwargs)
+        return TimerBase(*args, **kwargs)  # never fires, as Agg's own timers
 
 
 def frame_png(canvas: ExplorerCanvas) -> bytes:

@@ -13,9 +13,10 @@ extension, ``jupyter/labextensions``) and run (Run All):
   JupyterLab's light theme and its dark one; the notebook is audited a view at a time, as
   axe tests colour contrast only on screen (`labdriver.a11y.audit_scrolled`); the moderate
   and minor violations are printed;
-- every control of every explorer is moved as a learner does, and after each move the
-  picture's ``alt`` and the live region say what the kernel's explorer now says
-  (``describe``), which says the numbers its figure draws (`labdriver.alternatives`);
+- every control of every explorer is moved as a learner does, and after each move (once
+  the control rests: the kernel sends the alternative after the frame) the picture's
+  ``alt`` and the live region say what the kernel's explorer now says (``describe``),
+  which says the numbers its figure draws (`labdriver.alternatives`);
 - the keyboard alone works: Tab reaches each control of each explorer in turn, a key moves
   it (an arrow on a slider or a dropdown, Space on a toggle button or a checkbox), and the
   picture redraws and its alternative follows;
@@ -140,10 +141,6 @@ def _moved(before: dict, after: dict, description: str) -> dict | None:
     return None
 
 
-def _picture(notebook, box: int) -> dict:
-    return next(p for p in a11y.accessible(notebook)["pictures"] if p["box"] == box)
-
-
 @pytest.mark.notebooks(only=_explorer_notebook)
 def test_the_alternative_follows_every_move(notebook) -> None:
     laptop.resize(notebook, "laptop")
@@ -167,7 +164,7 @@ def test_the_alternative_follows_every_move(notebook) -> None:
                 state = new
                 if entry is None:
                     continue  # already there (a slider at its end): nothing to say anew
-                shown = _picture(notebook, b)
+                shown = a11y.described(notebook, b, {entry["alt"]})
                 log.append(f"{what}: {shown['alt']}")
                 if shown["alt"] != entry["alt"] or shown["text"] != entry["alt"]:
                     failures.append(
@@ -251,9 +248,8 @@ def _press(notebook, b: int, where: dict) -> bool | None:
     if times is None:
         return False
     notebook.quiet()
-    state = notebook.probe()
-    shown = _picture(notebook, b)
-    return shown["alt"] in {e["alt"] for e in state["explorers"]}
+    says = {e["alt"] for e in notebook.probe()["explorers"]}
+    return a11y.described(notebook, b, says)["alt"] in says
 
 
 # -- the other front ends: the extension runs wherever the course opens ----------------------

@@ -24,7 +24,12 @@ from matplotlib.backends.backend_webagg_core import TimerAsyncio
 
 from attention_course.explorers import ScalingExplorer, ThreeStepsExplorer, VolumeKnobExplorer
 from attention_course.explorers import base as explorer_base
-from attention_course.explorers.base import close_widgets, live_explorers, running_cell
+from attention_course.explorers.base import (
+    close_widgets,
+    handling_widget_message,
+    live_explorers,
+    running_cell,
+)
 from attention_course.explorers.crowded_room import share_prediction
 from attention_course.explorers.gate import ExerciseGate
 from attention_course.explorers.registry import builds
@@ -115,6 +120,21 @@ def test_no_cell_is_running_outside_a_kernel():
     assert running_cell() is None  # pytest: IPython may be imported, with no shell
 
 
+@pytest.mark.parametrize(
+    ("msg_type", "from_the_page"),
+    [("comm_msg", True), ("execute_request", False), (None, False)],
+)
+def test_a_widgets_message_is_told_from_a_cell_and_from_no_request(
+    monkeypatch, msg_type, from_the_page
+):
+    fake_kernel(monkeypatch, {"header": {"msg_type": msg_type}} if msg_type else {})
+    assert handling_widget_message() is from_the_page
+
+
+def test_no_widget_message_is_handled_outside_a_kernel():
+    assert not handling_widget_message()
+
+
 # -- explorers ------------------------------------------------------------------------------
 
 
@@ -158,10 +178,13 @@ def test_a_closed_explorer_is_freed_once_nothing_else_holds_it(cells):
 # the loop closes with the timers' tasks never run, as the test means it to
 @pytest.mark.filterwarnings("ignore:coroutine 'TimerAsyncio._timer_task' was never awaited")
 @pytest.mark.parametrize("build", [VolumeKnobExplorer, WhereItLooksExplorer])  # + its prefetch
-def test_a_closed_explorer_is_freed_beside_an_event_loop_that_never_runs(cells, build):
-    """Playwright's sync API (the browser tests, in the same test process) leaves its loop
-    set as this thread's running one: an explorer's timers go on it, and their tasks, even
-    cancelled, wait there for good. They must not keep a closed explorer."""
+def test_a_closed_explorer_is_freed_beside_an_event_loop_that_never_runs(cells, build, monkeypatch):
+    """A timer's task, even cancelled, waits on its loop until the loop runs again. On a
+    kernel's loop that is soon; taken for one here, a loop that never runs (as playwright's
+    sync API leaves its loop set): the tasks must not keep a closed explorer."""
+    from ipykernel.kernelapp import IPKernelApp
+
+    monkeypatch.setattr(IPKernelApp, "initialized", classmethod(lambda cls: True))
     loop, before = asyncio.new_event_loop(), asyncio._get_running_loop()  # playwright's?
     asyncio._set_running_loop(loop)  # what playwright's sync API leaves set
     try:

@@ -122,11 +122,12 @@ def test_the_canvas_is_unknown_to_pyplot():
     assert plt.get_fignums() == before
 
 
-def test_timers_fire_on_a_running_event_loop_and_never_without_one():
+def test_timers_fire_on_a_kernels_event_loop_and_never_elsewhere(monkeypatch):
     import asyncio
     import threading
     import time
 
+    from ipykernel.kernelapp import IPKernelApp
     from matplotlib.figure import Figure
 
     canvas = ExplorerCanvas(Figure())
@@ -138,19 +139,27 @@ def test_timers_fire_on_a_running_event_loop_and_never_without_one():
         timer.add_callback(lambda: fired.append(what))
         timer.start()
 
-    async def kernel() -> None:  # a kernel runs cells and widget messages on its event loop
-        start("loop")
+    async def loop(what: str) -> None:
+        start(what)
         await asyncio.sleep(0.2)
 
     def no_loop() -> None:  # a script, or a test: no loop runs in this thread
         start("no loop")  # Agg's own timer: never fires
         time.sleep(0.2)
 
-    # each in a thread of its own: the test process's main thread may hold a loop already
-    for target in (no_loop, lambda: asyncio.run(kernel())):
-        thread = threading.Thread(target=target)
-        thread.start()
-        thread.join()
+    def run_in_threads() -> None:
+        # each in a thread of its own: the test process's main thread may hold a loop already
+        for target in (no_loop, lambda: asyncio.run(loop("loop"))):
+            thread = threading.Thread(target=target)
+            thread.start()
+            thread.join()
+
+    # a loop, but no kernel's (playwright's sync API leaves its loop set, never run again)
+    run_in_threads()
+    assert fired == []
+    # a kernel runs cells and widget messages on its event loops
+    monkeypatch.setattr(IPKernelApp, "initialized", classmethod(lambda cls: True))
+    run_in_threads()
     assert fired == ["loop"]
 
 

@@ -1,8 +1,9 @@
 """Every explorer picture says what it shows: its text alternative, at every control setting.
 
 An explorer's text alternative is `Explorer.describe` (on one line). Displayed,
-each frame sends it into the HTML widget under the picture (class ``al-alt``,
-the live region the course's lab extension announces), ahead of the picture;
+it goes into the HTML widget under the picture (class ``al-alt``, the live
+region the course's lab extension announces): with the first frame, and in a
+kernel once a run of moves has rested, outside one (here) with each frame;
 the still picture of the display bundle carries it as its ``alt`` and as its
 ``text/plain``. Here, in-process, for every explorer the registry builds:
 
@@ -20,14 +21,18 @@ the still picture of the display bundle carries it as its ``alt`` and as its
 
 from __future__ import annotations
 
+import asyncio
 import html
 import re
+import threading
+import types
 
 import ipywidgets as widgets
 import numpy as np
 import pytest
 
 from attention_course.explorers import ThreeStepsExplorer, VolumeKnobExplorer
+from attention_course.explorers import base as explorer_base
 from attention_course.explorers.base import ALT, DESCRIBED, one_line
 from attention_course.explorers.canvas import STILL_NOTE
 from attention_course.explorers.crowded_room import share_prediction
@@ -148,6 +153,95 @@ def test_steps_three_and_four_say_nothing_until_the_guess_is_locked_in():
     guess.lock()
     assert "3, shares: the 0.14, dog 0.57, barked 0.14, it 0.15" in shown(explorer)
     assert shown(explorer).endswith('4, the new "it" is closest to "dog"')
+
+
+@pytest.fixture
+def in_a_kernel(monkeypatch):
+    """This process taken for a kernel's (`timers_fire` asks ipykernel's app), handling the
+    request ``in_a_kernel.parent`` (a widget's message from the page unless changed)."""
+    from ipykernel.kernelapp import IPKernelApp
+
+    monkeypatch.setattr(IPKernelApp, "initialized", classmethod(lambda cls: True))
+    request = types.SimpleNamespace(parent={"header": {"msg_type": "comm_msg"}})
+    monkeypatch.setattr(explorer_base, "_kernel_request", lambda: request.parent)
+    return request
+
+
+def test_in_a_kernel_a_moves_alternative_follows_once_the_control_rests(in_a_kernel, monkeypatch):
+    """The frame goes at once; its alternative `ALT_AFTER_MS` later, once for a run of
+    moves (each starts the wait again), saying where the run stopped. The first frame is
+    described as it is shown. Sent with each frame, the page handled the alternative in the
+    picture's frame and the move reached the screen later (benchmarks/latency.py)."""
+    wait = 0.3  # s: the moves below come a sixth of it apart, for twice as long
+    monkeypatch.setattr(explorer_base, "ALT_AFTER_MS", 1000 * wait)
+    explorer = VolumeKnobExplorer()
+    sent: list[str] = []
+
+    async def kernel() -> None:  # cells and widget messages run on the kernel's loop
+        box = explorer.widget
+        assert box.children and shown(explorer) == one_line(explorer.describe())
+        explorer.alt.observe(lambda change: sent.append(change["new"]), names="value")
+        first = explorer.picture.value
+        for volume in np.geomspace(2.0, 32.0, 12):  # a run of key presses
+            explorer.volume.value = float(volume)
+            await asyncio.sleep(wait / 6)
+        assert explorer.picture.value != first, "the frame waited for its alternative"
+        assert sent == [], "an alternative was sent while the moves kept coming"
+        await asyncio.sleep(2 * wait)
+        assert [html.unescape(text) for text in sent] == [one_line(explorer.describe())]
+        assert shown(explorer).endswith("volume ×32.00")
+        explorer.volume.value = 1.0
+        explorer.close()  # closed before the wait is over: nothing more is sent
+        await asyncio.sleep(2 * wait)
+
+    in_a_thread(kernel)  # the test process's main thread may hold a loop already
+    assert len(sent) == 1
+
+
+def test_a_cells_code_sends_the_alternative_with_the_frame(in_a_kernel):
+    """A cell that sets a control (01 measures the volume knob's two ends): its outputs and
+    the widgets' state are saved as it ends (nbconvert's), the alternative with them."""
+    in_a_kernel.parent = {"header": {"msg_type": "execute_request"}}
+    explorer = VolumeKnobExplorer()
+    assert explorer.widget.children
+
+    async def cell() -> None:
+        explorer.volume.value = 8.0
+        assert shown(explorer).endswith("volume ×8.00")
+
+    in_a_thread(cell)
+
+
+def test_outside_a_kernel_the_alternative_follows_each_move_at_once():
+    """No kernel's loop: no timer would fire (a test, a script, a loop playwright left
+    set), so the alternative is sent with the frame."""
+    explorer = VolumeKnobExplorer()
+    assert explorer.widget.children
+
+    async def script() -> None:
+        explorer.volume.value = 8.0
+        assert shown(explorer).endswith("volume ×8.00")
+
+    in_a_thread(script)
+    explorer.volume.value = 2.0
+    assert shown(explorer).endswith("volume ×2.00")
+
+
+def in_a_thread(coroutine) -> None:
+    """Run ``coroutine()`` on a new event loop in a thread of its own; re-raise its error."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(coroutine())
+        except BaseException as error:  # handed to the test's thread
+            errors.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
 
 
 @pytest.mark.parametrize("name", list(EXPLORERS))
