@@ -24,11 +24,12 @@ Every picture has a text alternative: `Explorer.describe`, what the figure
 shows now with its numbers. It goes into an HTML widget under the picture
 (`Explorer.alt`, class `ALT`), so it is visible text in any front end: with the
 first frame, and after a learner's move once the control has rested
-`ALT_AFTER_MS` (`Explorer.refresh`); the course's JupyterLab extension (``jupyter/a11y-extension``)
-makes that element a polite live region and copies it into the picture's
-``alt``, and the still picture carries it as its ``alt`` (`still_html`). A box
-of class `DESCRIBED` holds a picture and its alternative side by side, the
-convention the extension reads (`text_alternative`).
+`ALT_AFTER_MS` (`Explorer.refresh`). The course's JupyterLab extension
+(``jupyter/a11y-extension``) makes that element a polite live region and
+copies it into the picture's ``alt``, and the still picture carries it as its
+``alt`` (`still_html`). A box of class `DESCRIBED` holds a picture and its
+alternative side by side, the convention the extension reads
+(`text_alternative`).
 
 A cell run again lets go of what it made before (`CellOwned`): an explorer, a
 prediction or an exercise gate made in a notebook cell closes the one the
