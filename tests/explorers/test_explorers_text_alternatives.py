@@ -202,29 +202,29 @@ def test_a_cells_code_sends_the_alternative_with_the_frame(in_a_kernel):
     """A cell that sets a control (01 measures the volume knob's two ends): its outputs and
     the widgets' state are saved as it ends (nbconvert's), the alternative with them."""
     in_a_kernel.parent = {"header": {"msg_type": "execute_request"}}
-    explorer = VolumeKnobExplorer()
-    assert explorer.widget.children
-
-    async def cell() -> None:
-        explorer.volume.value = 8.0
-        assert shown(explorer).endswith("volume ×8.00")
-
-    in_a_thread(cell)
+    described_at_once_on_a_loop()
 
 
 def test_outside_a_kernel_the_alternative_follows_each_move_at_once():
     """No kernel's loop: no timer would fire (a test, a script, a loop playwright left
     set), so the alternative is sent with the frame."""
+    explorer = described_at_once_on_a_loop()
+    explorer.volume.value = 2.0  # and with no loop at all
+    assert shown(explorer).endswith("volume ×2.00")
+
+
+def described_at_once_on_a_loop() -> VolumeKnobExplorer:
+    """A displayed volume knob set on an event loop, its alternative checked as the move
+    returns (no wait)."""
     explorer = VolumeKnobExplorer()
     assert explorer.widget.children
 
-    async def script() -> None:
+    async def move() -> None:
         explorer.volume.value = 8.0
         assert shown(explorer).endswith("volume ×8.00")
 
-    in_a_thread(script)
-    explorer.volume.value = 2.0
-    assert shown(explorer).endswith("volume ×2.00")
+    in_a_thread(move)
+    return explorer
 
 
 def in_a_thread(coroutine) -> None:
