@@ -178,13 +178,12 @@ def test_a_closed_explorer_is_freed_once_nothing_else_holds_it(cells):
 # the loop closes with the timers' tasks never run, as the test means it to
 @pytest.mark.filterwarnings("ignore:coroutine 'TimerAsyncio._timer_task' was never awaited")
 @pytest.mark.parametrize("build", [VolumeKnobExplorer, WhereItLooksExplorer])  # + its prefetch
-def test_a_closed_explorer_is_freed_beside_an_event_loop_that_never_runs(cells, build, monkeypatch):
+def test_a_closed_explorer_is_freed_beside_an_event_loop_that_never_runs(
+    cells, build, kernel_process
+):
     """A timer's task, even cancelled, waits on its loop until the loop runs again. On a
     kernel's loop that is soon; taken for one here, a loop that never runs (as playwright's
     sync API leaves its loop set): the tasks must not keep a closed explorer."""
-    from ipykernel.kernelapp import IPKernelApp
-
-    monkeypatch.setattr(IPKernelApp, "initialized", classmethod(lambda cls: True))
     loop, before = asyncio.new_event_loop(), asyncio._get_running_loop()  # playwright's?
     asyncio._set_running_loop(loop)  # what playwright's sync API leaves set
     try:

@@ -122,12 +122,11 @@ def test_the_canvas_is_unknown_to_pyplot():
     assert plt.get_fignums() == before
 
 
-def test_timers_fire_on_a_kernels_event_loop_and_never_elsewhere(monkeypatch):
+def test_timers_fire_on_a_kernels_event_loop_and_never_elsewhere(request):
     import asyncio
     import threading
     import time
 
-    from ipykernel.kernelapp import IPKernelApp
     from matplotlib.figure import Figure
 
     canvas = ExplorerCanvas(Figure())
@@ -158,7 +157,7 @@ def test_timers_fire_on_a_kernels_event_loop_and_never_elsewhere(monkeypatch):
     run_in_threads()
     assert fired == []
     # a kernel runs cells and widget messages on its event loops
-    monkeypatch.setattr(IPKernelApp, "initialized", classmethod(lambda cls: True))
+    request.getfixturevalue("kernel_process")
     run_in_threads()
     assert fired == ["loop"]
 

@@ -156,12 +156,9 @@ def test_steps_three_and_four_say_nothing_until_the_guess_is_locked_in():
 
 
 @pytest.fixture
-def in_a_kernel(monkeypatch):
-    """This process taken for a kernel's (`timers_fire` asks ipykernel's app), handling the
-    request ``in_a_kernel.parent`` (a widget's message from the page unless changed)."""
-    from ipykernel.kernelapp import IPKernelApp
-
-    monkeypatch.setattr(IPKernelApp, "initialized", classmethod(lambda cls: True))
+def in_a_kernel(kernel_process, monkeypatch):
+    """This process taken for a kernel's (`kernel_process`), handling the request
+    ``in_a_kernel.parent`` (a widget's message from the page unless changed)."""
     request = types.SimpleNamespace(parent={"header": {"msg_type": "comm_msg"}})
     monkeypatch.setattr(explorer_base, "_kernel_request", lambda: request.parent)
     return request
